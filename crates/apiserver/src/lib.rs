@@ -1,0 +1,1 @@
+//! kbatch-apiserver
