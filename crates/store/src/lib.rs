@@ -6,13 +6,31 @@
 //! Writes are atomic per object with optimistic concurrency; a watch streams every change
 //! after a revision that is still inside the history window.
 //!
-//! INTERFACE STUB: the signatures below are the contract; bodies are filled in by the store
-//! implementation.
+//! Layout:
+//! - `engine`: the on-disk backend (redb): current objects, the event log of the history
+//!   window, and the revision counters, all written in one transaction per commit batch.
+//! - `writer`: the single writer thread; it drains the request queue and commits every waiting
+//!   request in one transaction with one fsync (group commit).
+//! - `index`: the in-memory map of current objects that serves get and list.
+//! - `hub`: the in-memory history window that serves watches, both replay and live.
+
+mod codec;
+mod engine;
+mod hub;
+mod index;
+mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
 
 use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::hub::Hub;
+use crate::index::Index;
+use crate::writer::{Msg, Op, WriteRequest};
 
 /// A stored object: its key, the revision of its last write, and its JSON bytes
 /// (with `metadata.resourceVersion` already set to `rv`).
@@ -64,10 +82,14 @@ pub enum StoreError {
 
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// How many past events the watch history keeps (in memory and on disk).
+    /// How many past events the watch history keeps (in memory and on disk). At least 1.
     pub history_events: usize,
     /// fsync every commit batch (true in production; tests of logic may turn it off).
     pub durable: bool,
+    /// Upper bound on the writes one commit batch takes from the queue.
+    pub max_batch: usize,
+    /// Capacity of the write queue; callers wait (asynchronously) when it is full.
+    pub queue_capacity: usize,
 }
 
 impl Default for StoreOptions {
@@ -75,6 +97,8 @@ impl Default for StoreOptions {
         StoreOptions {
             history_events: 50_000,
             durable: true,
+            max_batch: 1024,
+            queue_capacity: 8192,
         }
     }
 }
@@ -88,87 +112,232 @@ pub struct ListResult {
     pub more: bool,
 }
 
+/// Counters for monitoring and for tests that check group commit actually groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// The revision of the last committed write.
+    pub revision: u64,
+    /// Number of current objects.
+    pub objects: usize,
+    /// Transactions committed (each is one fsync when `durable`).
+    pub commits: u64,
+    /// Writes committed (each took one revision).
+    pub writes: u64,
+    /// Writes refused by a precondition (AlreadyExists, NotFound, Conflict).
+    pub rejected: u64,
+    /// The largest number of writes committed in one transaction.
+    pub max_batch: u64,
+    /// Events currently held in the watch history.
+    pub history_len: usize,
+    /// The oldest revision a watch can start from.
+    pub oldest_watchable: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub commits: AtomicU64,
+    pub writes: AtomicU64,
+    pub rejected: AtomicU64,
+    pub max_batch: AtomicU64,
+}
+
+/// State shared by the writer thread, the store handles and the watches.
+pub(crate) struct Shared {
+    pub index: Index,
+    pub hub: Hub,
+    pub counters: Counters,
+}
+
 /// A stream of changes after the watch's start revision, in revision order.
 pub struct Watch {
-    _private: (),
+    inner: hub::WatchCursor,
 }
 
 impl Watch {
     /// The next event, or `None` when the store is closed. Never skips an event: a slow watcher
     /// that falls out of the live channel catches up from the history, or gets `Expired`.
     pub async fn next(&mut self) -> Option<Result<WatchEvent, StoreError>> {
-        unimplemented!()
+        self.inner.next().await
+    }
+
+    /// The revision of the last event this watch has consumed or skipped as not matching its
+    /// prefix: resuming a watch from here loses nothing.
+    pub fn position(&self) -> u64 {
+        self.inner.position()
     }
 }
 
 /// Cheap to clone; all clones share one store.
 #[derive(Clone)]
 pub struct Store {
-    _private: Arc<()>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    tx: Option<mpsc::Sender<Msg>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Dropping the last sender lets the writer finish its queue and exit; joining it means
+        // the database file is released when the last handle is gone, so it can be reopened.
+        self.tx.take();
+        if let Some(handle) = self.writer.take()
+            && handle.join().is_err()
+        {
+            tracing::error!("store writer thread panicked");
+        }
+    }
 }
 
 impl Store {
     /// Open (or create) the store in `dir`, loading existing objects and watch history.
-    pub fn open(_dir: &Path, _opts: StoreOptions) -> Result<Store, StoreError> {
-        unimplemented!()
+    pub fn open(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        let history_cap = opts.history_events.max(1);
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Backend(format!("create {}: {e}", dir.display())))?;
+        let (engine, loaded) = engine::RedbEngine::open(dir, history_cap, opts.durable)?;
+        tracing::info!(
+            objects = loaded.objects.len(),
+            revision = loaded.revision,
+            history = loaded.history.len(),
+            oldest_watchable = loaded.compacted,
+            "store opened"
+        );
+        let revision = loaded.revision;
+        let compacted = loaded.compacted;
+        let shared = Arc::new(Shared {
+            index: Index::new(loaded.objects, revision),
+            hub: Hub::new(loaded.history, compacted, history_cap, revision),
+            counters: Counters::default(),
+        });
+        let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
+        let writer = writer::Writer::new(
+            Box::new(engine),
+            Arc::clone(&shared),
+            revision,
+            compacted,
+            history_cap,
+            opts.max_batch.max(1),
+        );
+        let handle = std::thread::Builder::new()
+            .name("kbatch-store-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StoreError::Backend(format!("spawn writer thread: {e}")))?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                shared,
+                tx: Some(tx),
+                writer: Some(handle),
+            }),
+        })
     }
 
     /// The revision of the last committed write.
     pub fn revision(&self) -> u64 {
-        unimplemented!()
+        self.inner.shared.index.revision()
     }
 
-    pub fn get(&self, _key: &str) -> Option<Arc<Object>> {
-        unimplemented!()
+    pub fn get(&self, key: &str) -> Option<Arc<Object>> {
+        self.inner.shared.index.get(key)
     }
 
     /// Objects whose key starts with `prefix`, in key order, strictly after `start_after` when
     /// given, at most `limit` when given.
     pub fn list(
         &self,
-        _prefix: &str,
-        _start_after: Option<&str>,
-        _limit: Option<usize>,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: Option<usize>,
     ) -> ListResult {
-        unimplemented!()
+        self.inner.shared.index.list(prefix, start_after, limit)
     }
 
     /// Create `key`; fails with `AlreadyExists`. Stamps `metadata.resourceVersion`.
     pub async fn create(
         &self,
-        _key: String,
-        _value: serde_json::Value,
+        key: String,
+        value: serde_json::Value,
     ) -> Result<Arc<Object>, StoreError> {
-        unimplemented!()
+        codec::check_object(&value)?;
+        self.submit(Op::Create { key, value }).await
     }
 
     /// Replace `key`; `expected_rv` (when given) must equal the stored revision, else `Conflict`.
     pub async fn update(
         &self,
-        _key: String,
-        _value: serde_json::Value,
-        _expected_rv: Option<u64>,
+        key: String,
+        value: serde_json::Value,
+        expected_rv: Option<u64>,
     ) -> Result<Arc<Object>, StoreError> {
-        unimplemented!()
+        codec::check_object(&value)?;
+        self.submit(Op::Update {
+            key,
+            value,
+            expected_rv,
+        })
+        .await
     }
 
     /// Remove `key`; `expected_rv` as for update. Returns the deleted object stamped with the
     /// deletion's revision.
     pub async fn delete(
         &self,
-        _key: String,
-        _expected_rv: Option<u64>,
+        key: String,
+        expected_rv: Option<u64>,
     ) -> Result<Arc<Object>, StoreError> {
-        unimplemented!()
+        self.submit(Op::Delete { key, expected_rv }).await
     }
 
     /// Changes to keys under `prefix` with a revision greater than `from_rv`.
-    pub fn watch(&self, _prefix: &str, _from_rv: u64) -> Result<Watch, StoreError> {
-        unimplemented!()
+    ///
+    /// `from_rv` is taken literally: 0 means "from the very first revision", which is `Expired`
+    /// once the history window has moved on. A `from_rv` ahead of the store waits for it.
+    pub fn watch(&self, prefix: &str, from_rv: u64) -> Result<Watch, StoreError> {
+        let inner = self.inner.shared.hub.watch(prefix, from_rv)?;
+        Ok(Watch { inner })
     }
 
     /// Flush and stop the writer; later writes fail with `Closed`.
     pub async fn close(&self) {
-        unimplemented!()
+        let Some(tx) = self.inner.tx.as_ref() else {
+            return;
+        };
+        let (ack, done) = oneshot::channel();
+        if tx.send(Msg::Close(ack)).await.is_err() {
+            // Already closed (or closing): the writer has stopped taking messages.
+            return;
+        }
+        // An error means the writer dropped the ack while exiting: it is gone either way.
+        let _ = done.await;
+    }
+
+    /// Counters and sizes, for monitoring and tests.
+    pub fn stats(&self) -> StoreStats {
+        let shared = &self.inner.shared;
+        let (revision, objects) = shared.index.size();
+        let (history_len, oldest_watchable) = shared.hub.window();
+        StoreStats {
+            revision,
+            objects,
+            commits: shared.counters.commits.load(Ordering::Relaxed),
+            writes: shared.counters.writes.load(Ordering::Relaxed),
+            rejected: shared.counters.rejected.load(Ordering::Relaxed),
+            max_batch: shared.counters.max_batch.load(Ordering::Relaxed),
+            history_len,
+            oldest_watchable,
+        }
+    }
+
+    async fn submit(&self, op: Op) -> Result<Arc<Object>, StoreError> {
+        let tx = self.inner.tx.as_ref().ok_or(StoreError::Closed)?;
+        let (reply, result) = oneshot::channel();
+        tx.send(Msg::Write(WriteRequest { op, reply }))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        // The writer drops the reply sender only when it stops without handling the request.
+        result.await.map_err(|_| StoreError::Closed)?
     }
 }
