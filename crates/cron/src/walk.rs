@@ -1,0 +1,227 @@
+//! robfig's `SpecSchedule.Next` walk, on whole Unix seconds.
+//!
+//! Go mixes two kinds of arithmetic and the DST behaviour comes from that mix: `time.Date` and
+//! `AddDate` build a wall-clock time and resolve it with Go's own two-lookup rule, while `t.Add`
+//! moves absolute time. A wall time in a spring-forward gap therefore gets skipped and one in a
+//! fall-back hour is reached twice, exactly as upstream does.
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+
+use crate::{Fields, STAR_BIT};
+
+/// Wall-clock fields of an instant in a zone, as Go's `Time` accessors report them.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    year: i64,
+    month: i64,
+    day: i64,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    weekday: i64,
+}
+
+fn offset(tz: &TimeZone, unix: i64) -> Option<i64> {
+    let ts = Timestamp::from_second(unix).ok()?;
+    Some(i64::from(tz.to_offset(ts).seconds()))
+}
+
+fn clock(tz: &TimeZone, unix: i64) -> Option<Clock> {
+    let local = unix.checked_add(offset(tz, unix)?)?;
+    let days = local.div_euclid(86_400);
+    let secs = local.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    Some(Clock {
+        year,
+        month,
+        day,
+        hour: secs / 3600,
+        minute: secs / 60 % 60,
+        second: secs % 60,
+        // 1970-01-01 was a Thursday; Go numbers weekdays from Sunday = 0.
+        weekday: (days + 4).rem_euclid(7),
+    })
+}
+
+/// Go's `time.Date`: normalise out-of-range fields, then resolve the wall time with Go's rule
+/// (look the offset up at the wall time taken as UTC, then again at the UTC guess it yields).
+/// In a gap or fold this picks what Go picks, which is not always what jiff's disambiguation
+/// modes would.
+fn date(tz: &TimeZone, year: i64, month: i64, day: i64, hms: (i64, i64, i64)) -> Option<i64> {
+    let (hour, min, sec) = hms;
+    let m0 = month - 1;
+    let year = year + m0.div_euclid(12);
+    let month = m0.rem_euclid(12) + 1;
+    let days = days_from_civil(year, month, 1) + day - 1;
+    let local = days
+        .checked_mul(86_400)?
+        .checked_add(hour * 3600 + min * 60 + sec)?;
+    let first = offset(tz, local)?;
+    let second = offset(tz, local - first)?;
+    local.checked_sub(second)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (month 1..=12).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+fn has(bits: u64, v: i64) -> bool {
+    (0..64).contains(&v) && bits & (1u64 << v) != 0
+}
+
+fn day_matches(f: &Fields, c: &Clock) -> bool {
+    let dom = has(f.dom, c.day);
+    let dow = has(f.dow, c.weekday);
+    if f.dom & STAR_BIT != 0 || f.dow & STAR_BIT != 0 {
+        dom && dow
+    } else {
+        dom || dow
+    }
+}
+
+/// Whether no instant can ever match. robfig would search five years and return the zero time;
+/// answering at once is equivalent and avoids millions of steps for an empty minute field.
+fn never_matches(f: &Fields) -> bool {
+    let empty = |b: u64| b & !STAR_BIT == 0;
+    let day_empty = if f.dom & STAR_BIT != 0 || f.dow & STAR_BIT != 0 {
+        empty(f.dom) || empty(f.dow)
+    } else {
+        empty(f.dom) && empty(f.dow)
+    };
+    empty(f.second) || empty(f.minute) || empty(f.hour) || empty(f.month) || day_empty
+}
+
+/// The first activation strictly after `after`, or `None` where robfig returns the zero time.
+pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timestamp> {
+    if never_matches(f) {
+        return None;
+    }
+    // Start at the next whole second, as `t.Add(1s - t.Nanosecond())` does.
+    let floor = after.as_nanosecond().div_euclid(1_000_000_000);
+    let mut t = i64::try_from(floor).ok()?.checked_add(1)?;
+    let mut added = false;
+    let year_limit = clock(tz, t)?.year + 5;
+    // A guard against any unforeseen non-terminating walk; real schedules need far fewer steps.
+    let mut budget: u32 = 10_000_000;
+    let mut step = || {
+        budget = budget.checked_sub(1)?;
+        Some(())
+    };
+
+    'wrap: loop {
+        step()?;
+        let mut c = clock(tz, t)?;
+        if c.year > year_limit {
+            return None;
+        }
+
+        while !has(f.month, c.month) {
+            step()?;
+            if !added {
+                added = true;
+                t = date(tz, c.year, c.month, 1, (0, 0, 0))?;
+                c = clock(tz, t)?;
+            }
+            t = add_date(tz, &c, 1, 0)?;
+            c = clock(tz, t)?;
+            if c.month == 1 {
+                continue 'wrap;
+            }
+        }
+
+        while !day_matches(f, &c) {
+            step()?;
+            if !added {
+                added = true;
+                t = date(tz, c.year, c.month, c.day, (0, 0, 0))?;
+                c = clock(tz, t)?;
+            }
+            t = add_date(tz, &c, 0, 1)?;
+            c = clock(tz, t)?;
+            // Where midnight does not exist the day lands on 23:00 or 01:00; robfig nudges it
+            // back towards midnight by absolute hours.
+            if c.hour != 0 {
+                if c.hour > 12 {
+                    t += (24 - c.hour) * 3600;
+                } else {
+                    t -= c.hour * 3600;
+                }
+                c = clock(tz, t)?;
+            }
+            if c.day == 1 {
+                continue 'wrap;
+            }
+        }
+
+        while !has(f.hour, c.hour) {
+            step()?;
+            if !added {
+                added = true;
+                t = date(tz, c.year, c.month, c.day, (c.hour, 0, 0))?;
+            }
+            t += 3600;
+            c = clock(tz, t)?;
+            if c.hour == 0 {
+                continue 'wrap;
+            }
+        }
+
+        while !has(f.minute, c.minute) {
+            step()?;
+            if !added {
+                added = true;
+                // Go truncates absolute time, not the wall clock.
+                t = t.div_euclid(60) * 60;
+            }
+            t += 60;
+            c = clock(tz, t)?;
+            if c.minute == 0 {
+                continue 'wrap;
+            }
+        }
+
+        while !has(f.second, c.second) {
+            step()?;
+            // The time is already on a whole second, so robfig's truncation is a no-op.
+            added = true;
+            t += 1;
+            c = clock(tz, t)?;
+            if c.second == 0 {
+                continue 'wrap;
+            }
+        }
+
+        return Timestamp::from_second(t).ok();
+    }
+}
+
+/// Go's `t.AddDate(0, months, days)`: wall-clock fields shifted, then resolved by `time.Date`.
+fn add_date(tz: &TimeZone, c: &Clock, months: i64, days: i64) -> Option<i64> {
+    date(
+        tz,
+        c.year,
+        c.month + months,
+        c.day + days,
+        (c.hour, c.minute, c.second),
+    )
+}
