@@ -1,1 +1,263 @@
-//! kbatch-apiserver
+//! kbatch-apiserver: a Kubernetes-compatible HTTP API server over kbatch-store.
+//!
+//! Requests are routed by path to discovery documents or to a resource target, then to the
+//! verb handlers, which apply kbatch-api's defaulting and validation and write through the store.
+
+pub mod discovery;
+pub mod error;
+pub mod events;
+pub mod handlers;
+mod object;
+pub mod request;
+pub mod resources;
+pub mod selector;
+pub mod strategy;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::extract::Request;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use kbatch_store::Store;
+use serde_json::json;
+
+use crate::error::{ApiError, json_response};
+use crate::handlers::{Change, MAX_BODY_BYTES};
+use crate::request::{Query, Route, Target};
+
+/// Namespaces that exist from the start, as on a new cluster.
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Shared server state.
+pub struct ServerState {
+    pub store: Store,
+    /// `host:port` clients reach the server at (legacy discovery reports it).
+    pub address: String,
+    ready: AtomicBool,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+pub type State = ServerState;
+
+impl ServerState {
+    pub fn new(store: Store, address: String) -> Arc<ServerState> {
+        let (shutdown, _) = tokio::sync::watch::channel(false);
+        Arc::new(ServerState {
+            store,
+            address,
+            ready: AtomicBool::new(false),
+            shutdown,
+        })
+    }
+
+    pub fn now(&self) -> jiff::Timestamp {
+        jiff::Timestamp::now()
+    }
+
+    /// `/readyz` answers 200 from now on.
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::SeqCst);
+    }
+
+    /// End every open watch (graceful shutdown).
+    pub fn begin_shutdown(&self) {
+        self.ready.store(false, Ordering::SeqCst);
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Create the system namespaces that are missing.
+    pub async fn bootstrap(&self) -> Result<(), ApiError> {
+        let nsres = resources::by_kind(resources::Kind::Namespace);
+        for ns in SYSTEM_NAMESPACES {
+            let key = nsres.key("", ns);
+            if self.store.get(&key).is_some() {
+                continue;
+            }
+            let obj = json!({
+                "kind": "Namespace", "apiVersion": "v1",
+                "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(),
+                    "creationTimestamp": object::rfc3339(self.now()),
+                    "labels": {"kubernetes.io/metadata.name": ns}},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            });
+            match self.store.create(key, obj).await {
+                Ok(_) | Err(kbatch_store::StoreError::AlreadyExists(_)) => {}
+                Err(e) => return Err(handlers::store_err(nsres, ns, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The HTTP application.
+pub fn router(state: Arc<ServerState>) -> Router {
+    Router::new().fallback(move |req: Request| {
+        let state = state.clone();
+        async move { dispatch(&state, req).await }
+    })
+}
+
+/// Serve until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<ServerState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+fn text(code: StatusCode, body: &'static str) -> Response {
+    (code, body).into_response()
+}
+
+async fn dispatch(st: &ServerState, req: Request) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = Query::parse(req.uri().query());
+    let span = tracing::debug_span!("request", %method, %path);
+    let _guard = span.enter();
+    match path.as_str() {
+        "/healthz" | "/livez" => return text(StatusCode::OK, "ok"),
+        "/readyz" => {
+            return if st.ready.load(Ordering::SeqCst) {
+                text(StatusCode::OK, "ok")
+            } else {
+                text(StatusCode::SERVICE_UNAVAILABLE, "not ready")
+            };
+        }
+        "/version" => return json_response(StatusCode::OK, &discovery::version()),
+        _ => {}
+    }
+    let (parts, body) = req.into_parts();
+    let result = match request::route(&path) {
+        Err(e) => Err(e),
+        Ok(Route::Discovery {
+            group,
+            version,
+            legacy_root,
+        }) => discovery_doc(st, &method, group, version, legacy_root),
+        Ok(Route::Resource(t)) => resource(st, &method, &t, &query, &parts.headers, body).await,
+    };
+    result.unwrap_or_else(|e| {
+        if e.code >= 500 {
+            tracing::warn!(code = e.code, message = %e.message, "request failed");
+        }
+        e.into_response()
+    })
+}
+
+fn discovery_doc(
+    st: &ServerState,
+    method: &Method,
+    group: Option<String>,
+    version: Option<String>,
+    legacy_root: bool,
+) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        ));
+    }
+    let doc = match (group, version) {
+        (None, None) if legacy_root => discovery::api_versions(&st.address),
+        (None, None) => discovery::api_group_list(),
+        (Some(g), None) => discovery::api_group(&g)?,
+        (Some(g), Some(v)) => discovery::api_resource_list(&g, &v)?,
+        (None, Some(_)) => return Err(ApiError::no_route()),
+    };
+    Ok(json_response(StatusCode::OK, &doc))
+}
+
+async fn read_body(body: Body) -> Result<bytes::Bytes, ApiError> {
+    to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::too_large(MAX_BODY_BYTES))
+}
+
+async fn resource(
+    st: &ServerState,
+    method: &Method,
+    t: &Target,
+    q: &Query,
+    headers: &axum::http::HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let not_allowed = || {
+        ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )
+    };
+    if let Some(sub) = &t.subresource
+        && !t.resource.has_subresource(sub)
+    {
+        return Err(ApiError::no_route());
+    }
+    match (method.clone(), t.name.as_deref(), t.subresource.as_deref()) {
+        (Method::GET, None, _) => {
+            if t.watch_path || q.bool("watch")? {
+                watch::watch(st, t, q).await
+            } else {
+                handlers::list(st, t, q).await
+            }
+        }
+        (Method::GET, Some(_), Some("log")) => Err(ApiError::not_found(
+            "pods/log",
+            "",
+            t.name.as_deref().unwrap_or(""),
+        )),
+        (Method::GET, Some(name), _) if t.watch_path => {
+            // Legacy `/watch/.../NAME`: a watch narrowed to one name.
+            let mut narrowed = t.clone();
+            narrowed.name = None;
+            let mut q2 = Query::parse(Some(&format!("fieldSelector=metadata.name%3D{name}")));
+            q2.merge_from(q);
+            watch::watch(st, &narrowed, &q2).await
+        }
+        (Method::GET, Some(name), _) => handlers::get(st, t, name).await,
+        (Method::POST, None, None) => {
+            handlers::create(st, t, q, headers, &read_body(body).await?).await
+        }
+        (Method::POST, Some(_), Some("binding")) => {
+            handlers::bind(st, t, headers, &read_body(body).await?).await
+        }
+        (Method::PUT, Some(_), _) => {
+            let v = handlers::decode_body(headers, &read_body(body).await?)?;
+            handlers::update(st, t, q, Change::Replace(v)).await
+        }
+        (Method::PATCH, Some(_), _) => {
+            let ct = handlers::content_type(headers);
+            let patch = read_body(body).await?;
+            handlers::update(
+                st,
+                t,
+                q,
+                Change::Patch {
+                    content_type: &ct,
+                    patch: &patch,
+                },
+            )
+            .await
+        }
+        (Method::DELETE, Some(_), None) => {
+            let opts = handlers::delete_options(q, headers, &read_body(body).await?)?;
+            handlers::delete(st, t, &opts).await
+        }
+        (Method::DELETE, None, None) => {
+            let opts = handlers::delete_options(q, headers, &read_body(body).await?)?;
+            handlers::delete_collection(st, t, q, &opts).await
+        }
+        _ => Err(not_allowed()),
+    }
+}

@@ -1,0 +1,1018 @@
+//! The REST verbs on stored objects: get, list, create, update, patch, delete, binding.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use kbatch_store::{Object, StoreError};
+use serde_json::{Value, json};
+
+use crate::State;
+use crate::error::{ApiError, json_response, raw_json_response};
+use crate::events;
+use crate::object::{self, meta_mut, rfc3339};
+use crate::request::{Query, Target};
+use crate::resources::{Kind, Resource};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::strategy::{Part, Strategy};
+
+/// Upstream's limit on request bodies (3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// How often an unconditional update is retried after losing a race.
+const MAX_RETRIES: usize = 16;
+const JOB_ORPHAN_WARNING: &str = "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning";
+
+/// The resource whose rules and storage an object of `res` uses (events.k8s.io events are
+/// stored and validated as core/v1 Events).
+pub fn storage_resource(res: &'static Resource) -> &'static Resource {
+    if res.kind == Kind::EventV1 {
+        crate::resources::by_kind(Kind::Event)
+    } else {
+        res
+    }
+}
+
+pub fn store_err(res: &Resource, name: &str, e: StoreError) -> ApiError {
+    match e {
+        StoreError::AlreadyExists(_) => ApiError::already_exists(res.plural, res.group, name),
+        StoreError::NotFound(_) => ApiError::not_found(res.plural, res.group, name),
+        StoreError::Conflict { .. } => ApiError::modified_conflict(res.plural, res.group, name),
+        StoreError::Expired { requested, oldest } => ApiError::expired(format!(
+            "too old resource version: {requested} ({})",
+            oldest.saturating_sub(1)
+        )),
+        StoreError::Closed => ApiError::unavailable("the server is shutting down"),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+/// Parse a stored document (always valid JSON, written by this server).
+pub fn parse_stored(o: &Object) -> Result<Value, ApiError> {
+    serde_json::from_slice(&o.raw)
+        .map_err(|e| ApiError::internal(format!("corrupt stored object {}: {e}", o.key)))
+}
+
+/// The bytes a client sees for a stored object (converted for the events.k8s.io view).
+pub fn output_bytes(res: &Resource, o: &Object) -> Result<Bytes, ApiError> {
+    if res.kind == Kind::EventV1 {
+        let v = events::to_v1(parse_stored(o)?);
+        Ok(Bytes::from(
+            serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?,
+        ))
+    } else {
+        Ok(o.raw.clone())
+    }
+}
+
+fn object_response(res: &Resource, code: StatusCode, o: &Object) -> Result<Response, ApiError> {
+    Ok(raw_json_response(code, output_bytes(res, o)?))
+}
+
+fn value_response(res: &Resource, code: StatusCode, v: Value) -> Response {
+    let v = if res.kind == Kind::EventV1 {
+        events::to_v1(v)
+    } else {
+        v
+    };
+    json_response(code, &v)
+}
+
+fn with_warning(mut resp: Response, text: &str) -> Response {
+    if let Ok(h) = HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+        resp.headers_mut().append("warning", h);
+    }
+    resp
+}
+
+/// Decode a request body as a JSON object (a missing Content-Type means JSON).
+pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = content_type(headers);
+    match ct.as_str() {
+        "" | "application/json" | "*/*" => {}
+        other => return Err(ApiError::unsupported_media_type(other)),
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body as JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+pub fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|h| h.to_str().ok())
+        .map(|s| {
+            s.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+/// The body's apiVersion and kind must name the endpoint's type when present.
+fn check_type(res: &Resource, v: &mut Value) -> Result<(), ApiError> {
+    let expected = res.api_version();
+    let api_version = v
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let kind = v
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if !api_version.is_empty() && api_version != expected {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({expected})"
+        )));
+    }
+    if !kind.is_empty() && kind != res.kind_name {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            res.kind_name
+        )));
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.insert("apiVersion".into(), json!(expected));
+        o.insert("kind".into(), json!(res.kind_name));
+    }
+    Ok(())
+}
+
+/// Bring a client document into stored (core/v1 for events) form.
+fn to_storage_form(res: &'static Resource, mut v: Value) -> Result<Value, ApiError> {
+    check_type(res, &mut v)?;
+    if res.kind == Kind::EventV1 {
+        Ok(events::from_v1(v))
+    } else {
+        Ok(v)
+    }
+}
+
+fn check_namespace(t: &Target, v: &mut Value) -> Result<(), ApiError> {
+    let res = t.resource;
+    let m = meta_mut(v);
+    if !res.namespaced {
+        m.remove("namespace");
+        return Ok(());
+    }
+    let url_ns = t.namespace.clone().unwrap_or_default();
+    match m.get("namespace").and_then(Value::as_str) {
+        None | Some("") => {
+            m.insert("namespace".into(), json!(url_ns));
+        }
+        Some(ns) if ns == url_ns => {}
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn ensure_namespace(st: &State, ns: &str) -> Result<(), ApiError> {
+    let nsres = crate::resources::by_kind(Kind::Namespace);
+    match st.store.get(&nsres.key("", ns)) {
+        None => Err(ApiError::not_found("namespaces", "", ns)),
+        Some(o) => {
+            let v = parse_stored(&o)?;
+            if v.pointer("/metadata/deletionTimestamp").is_some() {
+                return Err(ApiError::forbidden(format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                )));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `generateName` + 5 characters of upstream's alphabet, the prefix cut to fit 63.
+fn generate_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut p: String = prefix.chars().take(58).collect();
+    for _ in 0..5 {
+        let i = rand::random_range(0..ALPHABET.len());
+        p.push(ALPHABET[i] as char);
+    }
+    p
+}
+
+pub async fn get(st: &State, t: &Target, name: &str) -> Result<Response, ApiError> {
+    let res = t.resource;
+    let sres = storage_resource(res);
+    let ns = t.namespace.as_deref().unwrap_or("");
+    let o = st
+        .store
+        .get(&sres.key(ns, name))
+        .ok_or_else(|| ApiError::not_found(res.plural, res.group, name))?;
+    object_response(res, StatusCode::OK, &o)
+}
+
+/// An opaque continue token: the list's revision and the last key returned.
+fn encode_continue(rv: u64, key: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
+    use base64::Engine;
+    let bad = || ApiError::bad_request("continue key is not valid: illegal base64 data");
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
+    let start = v
+        .get("start")
+        .and_then(Value::as_str)
+        .ok_or_else(bad)?
+        .to_string();
+    Ok((rv, start))
+}
+
+/// Selectors of a list or watch request.
+pub struct Filter {
+    pub kind: Kind,
+    pub label: LabelSelector,
+    pub field: FieldSelector,
+}
+
+impl Filter {
+    pub fn from_query(res: &Resource, q: &Query) -> Result<Filter, ApiError> {
+        Ok(Filter {
+            kind: res.kind,
+            label: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?,
+            field: FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), res.kind)?,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.label.is_empty() && self.field.is_empty()
+    }
+
+    pub fn matches(&self, o: &Object) -> bool {
+        if self.is_empty() {
+            return true;
+        }
+        match serde_json::from_slice::<Value>(&o.raw) {
+            Ok(v) => self.label.matches(object::labels(&v)) && self.field.matches(self.kind, &v),
+            Err(_) => false,
+        }
+    }
+}
+
+pub async fn list(st: &State, t: &Target, q: &Query) -> Result<Response, ApiError> {
+    let res = t.resource;
+    let sres = storage_resource(res);
+    let filter = Filter::from_query(res, q)?;
+    let limit = q.int("limit")?.filter(|l| *l > 0).map(|l| l as usize);
+    let prefix = sres.prefix(t.namespace.as_deref());
+    let (list_rv, mut start_after) = match q.get("continue") {
+        Some(tok) => {
+            let (rv, key) = decode_continue(tok)?;
+            (Some(rv), Some(key))
+        }
+        None => (None, None),
+    };
+    let mut items: Vec<Arc<Object>> = Vec::new();
+    let mut revision = None;
+    let mut next: Option<String> = None;
+    // Read in chunks so that a selective filter still fills a page.
+    let chunk = limit.map(|l| l.max(64));
+    'pages: loop {
+        let page = st.store.list(&prefix, start_after.as_deref(), chunk);
+        revision.get_or_insert(page.revision);
+        for o in page.items {
+            start_after = Some(o.key.clone());
+            let last = o.key.clone();
+            if filter.matches(&o) {
+                items.push(o);
+                if limit.is_some_and(|l| items.len() >= l) {
+                    // As etcd does, offer a continue token whenever any key follows.
+                    if !st
+                        .store
+                        .list(&prefix, Some(&last), Some(1))
+                        .items
+                        .is_empty()
+                    {
+                        next = Some(last);
+                    }
+                    break 'pages;
+                }
+            }
+        }
+        if !page.more {
+            break;
+        }
+    }
+    let revision = revision.unwrap_or(0);
+    let rv = list_rv.unwrap_or(revision);
+    let mut out: Vec<u8> =
+        Vec::with_capacity(128 + items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("resourceVersion".into(), json!(rv.to_string()));
+    if let Some(key) = &next {
+        metadata.insert("continue".into(), json!(encode_continue(rv, key)));
+    }
+    let head = json!({"kind": format!("{}List", res.kind_name), "apiVersion": res.api_version(), "metadata": metadata});
+    let head = serde_json::to_vec(&head).map_err(|e| ApiError::internal(e.to_string()))?;
+    // Splice the items array into the head object without re-encoding each item.
+    out.extend_from_slice(&head[..head.len() - 1]);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&output_bytes(res, o)?);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(raw_json_response(StatusCode::OK, out))
+}
+
+pub async fn create(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let res = t.resource;
+    let sres = storage_resource(res);
+    if res.namespaced && t.namespace.is_none() {
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        ));
+    }
+    let dry_run = q.dry_run()?;
+    let v = to_storage_form(res, decode_body(headers, body)?)?;
+    let strategy = Strategy::new(sres);
+    let mut v = strategy.decode_and_default(v)?;
+    if object::resource_version(&v).is_some() {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    check_namespace(t, &mut v)?;
+    let generate = object::meta_str(&v, "name")
+        .is_none()
+        .then(|| object::meta_str(&v, "generateName").map(str::to_string));
+    for attempt in 0..8 {
+        let mut obj = v.clone();
+        {
+            let m = meta_mut(&mut obj);
+            for k in [
+                "creationTimestamp",
+                "uid",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+            ] {
+                m.remove(k);
+            }
+            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            m.insert("creationTimestamp".into(), json!(rfc3339(st.now())));
+            if let Some(Some(prefix)) = &generate {
+                m.insert("name".into(), json!(generate_name(prefix)));
+            }
+        }
+        let obj = strategy.prepare_and_validate_create(obj)?;
+        let name = object::name(&obj).to_string();
+        if res.namespaced {
+            ensure_namespace(st, t.namespace.as_deref().unwrap_or("")).await?;
+        }
+        if dry_run {
+            return Ok(value_response(res, StatusCode::CREATED, obj));
+        }
+        let key = sres.key(t.namespace.as_deref().unwrap_or(""), &name);
+        match st.store.create(key, obj).await {
+            Ok(o) => return object_response(res, StatusCode::CREATED, &o),
+            Err(StoreError::AlreadyExists(_))
+                if matches!(generate, Some(Some(_))) && attempt < 7 =>
+            {
+                continue;
+            }
+            Err(StoreError::AlreadyExists(_)) if matches!(generate, Some(Some(_))) => {
+                let mut e = ApiError::already_exists(res.plural, res.group, &name);
+                e.message
+                    .push_str(", the server was not able to generate a unique name for the object");
+                if let Some(Value::Object(d)) = e.details.as_mut() {
+                    d.insert("retryAfterSeconds".into(), json!(1));
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(store_err(res, &name, e)),
+        }
+    }
+    Err(ApiError::internal("name generation did not converge"))
+}
+
+/// How a new document is derived from the current one on each attempt.
+pub enum Change<'a> {
+    /// PUT: the client's full document.
+    Replace(Value),
+    /// PATCH: the patch and its content type.
+    Patch {
+        content_type: &'a str,
+        patch: &'a [u8],
+    },
+}
+
+fn apply_patch(content_type: &str, patch: &[u8], current: &Value) -> Result<Value, ApiError> {
+    let mut doc = current.clone();
+    match content_type {
+        "application/json-patch+json" => {
+            let p: json_patch::Patch = serde_json::from_slice(patch)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            json_patch::patch(&mut doc, &p).map_err(|e| {
+                let mut err = ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"));
+                err.details = Some(json!({"causes": [{"reason": "FieldValueInvalid", "message": e.to_string(), "field": "patch"}]}));
+                err
+            })?;
+        }
+        // Strategic merge patch is applied as a JSON merge patch until the served types' merge keys
+        // are implemented.
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+            let p: Value = serde_json::from_slice(patch)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            if !p.is_object() {
+                return Err(ApiError::bad_request("the patch must be a JSON object"));
+            }
+            json_patch::merge(&mut doc, &p);
+        }
+        other => return Err(ApiError::unsupported_media_type(other)),
+    }
+    Ok(doc)
+}
+
+/// Update (PUT) or patch one object, main resource or status subresource, retrying races the
+/// client did not ask to detect.
+pub async fn update(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    change: Change<'_>,
+) -> Result<Response, ApiError> {
+    let res = t.resource;
+    let sres = storage_resource(res);
+    let name = t.name.clone().unwrap_or_default();
+    let ns = t.namespace.clone().unwrap_or_default();
+    let part = match t.subresource.as_deref() {
+        None => Part::Main,
+        Some("status") if res.has_subresource("status") => Part::Status,
+        Some(_) => {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
+    };
+    let dry_run = q.dry_run()?;
+    let key = sres.key(&ns, &name);
+    let strategy = Strategy::new(sres);
+    for _ in 0..MAX_RETRIES {
+        let cur = st
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(res.plural, res.group, &name))?;
+        let old = parse_stored(&cur)?;
+        let client_doc = match &change {
+            Change::Replace(v) => v.clone(),
+            Change::Patch {
+                content_type,
+                patch,
+            } => {
+                let shown = if res.kind == Kind::EventV1 {
+                    events::to_v1(old.clone())
+                } else {
+                    old.clone()
+                };
+                apply_patch(content_type, patch, &shown)?
+            }
+        };
+        let mut new = to_storage_form(res, client_doc)?;
+        let body_name = object::meta_str(&new, "name").unwrap_or("").to_string();
+        if body_name.is_empty() {
+            meta_mut(&mut new).insert("name".into(), json!(name));
+        } else if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        check_namespace(t, &mut new)?;
+        // A resourceVersion in the document is a precondition; none means last write wins.
+        let precondition = match object::resource_version(&new) {
+            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "invalid resourceVersion {rv:?}: must be an unsigned integer"
+                ))
+            })?),
+            None => None,
+        };
+        if let Some(rv) = precondition
+            && rv != cur.rv
+        {
+            return Err(ApiError::modified_conflict(res.plural, res.group, &name));
+        }
+        let mut new = strategy.decode_and_default(new)?;
+        {
+            let old_meta = object::meta(&old).cloned().unwrap_or_default();
+            let m = meta_mut(&mut new);
+            match (
+                m.get("uid").and_then(Value::as_str),
+                old_meta.get("uid").and_then(Value::as_str),
+            ) {
+                (Some(a), Some(b)) if !a.is_empty() && a != b => {
+                    return Err(ApiError::conflict(
+                        res.plural,
+                        res.group,
+                        &name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {a}, UID in object meta: {b}"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+            for k in ["uid", "creationTimestamp", "generation"] {
+                match old_meta.get(k) {
+                    Some(v) => m.insert(k.into(), v.clone()),
+                    None => m.remove(k),
+                };
+            }
+            if let Some(ts) = old_meta.get("deletionTimestamp") {
+                m.insert("deletionTimestamp".into(), ts.clone());
+            }
+            if m.get("deletionGracePeriodSeconds")
+                .is_none_or(Value::is_null)
+                && let Some(g) = old_meta.get("deletionGracePeriodSeconds")
+            {
+                m.insert("deletionGracePeriodSeconds".into(), g.clone());
+            }
+            m.remove("resourceVersion");
+        }
+        let new = strategy.prepare_and_validate_update(new, &old, part)?;
+        if object::same_ignoring_rv(&new, &old) {
+            return object_response(res, StatusCode::OK, &cur);
+        }
+        if dry_run {
+            return Ok(value_response(res, StatusCode::OK, new));
+        }
+        // The last finalizer of an object being deleted is gone: the update completes the delete.
+        let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
+        let grace = new
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let result = if deleting && grace == 0 && object::finalizers(&new).is_empty() {
+            st.store.delete(key.clone(), Some(cur.rv)).await
+        } else {
+            st.store.update(key.clone(), new, Some(cur.rv)).await
+        };
+        match result {
+            Ok(o) => return object_response(res, StatusCode::OK, &o),
+            Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
+            Err(e) => return Err(store_err(res, &name, e)),
+        }
+    }
+    Err(ApiError::modified_conflict(res.plural, res.group, &name))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    Orphan,
+    Background,
+    Foreground,
+}
+
+#[derive(Debug, Default)]
+pub struct DeleteOptions {
+    pub propagation: Option<Propagation>,
+    pub orphan_dependents: Option<bool>,
+    pub grace_period: Option<i64>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub dry_run: bool,
+}
+
+fn invalid_delete_options(field: &str, body: String) -> ApiError {
+    let mut e = ApiError::new(
+        422,
+        "Invalid",
+        format!("DeleteOptions.meta.k8s.io \"\" is invalid: {field}: {body}"),
+    );
+    let reason = if body.starts_with("Unsupported") {
+        "FieldValueNotSupported"
+    } else {
+        "FieldValueInvalid"
+    };
+    e.details = Some(
+        json!({"group": "meta.k8s.io", "kind": "DeleteOptions", "causes": [{"reason": reason, "message": body, "field": field}]}),
+    );
+    e
+}
+
+/// DeleteOptions from the body (JSON) and the query string; the query wins where both speak.
+pub fn delete_options(
+    q: &Query,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<DeleteOptions, ApiError> {
+    let mut o = DeleteOptions::default();
+    let parsed = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        decode_body(headers, body)?
+    };
+    let mut policy = parsed
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(p) = q.get("propagationPolicy") {
+        policy = Some(p.to_string());
+    }
+    o.orphan_dependents = parsed.get("orphanDependents").and_then(Value::as_bool);
+    if q.get("orphanDependents").is_some() {
+        o.orphan_dependents = Some(q.bool("orphanDependents")?);
+    }
+    o.grace_period = parsed.get("gracePeriodSeconds").and_then(Value::as_i64);
+    if let Some(g) = q.int("gracePeriodSeconds")? {
+        o.grace_period = Some(g);
+    }
+    o.uid = parsed
+        .pointer("/preconditions/uid")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    o.resource_version = parsed
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let body_dry_run = parsed
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x == "All"));
+    o.dry_run = q.dry_run()? || body_dry_run;
+    o.propagation = match policy.as_deref() {
+        None => None,
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some(other) => {
+            return Err(invalid_delete_options(
+                "propagationPolicy",
+                format!(
+                    "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                ),
+            ));
+        }
+    };
+    if o.propagation.is_some() && o.orphan_dependents.is_some() {
+        let p = policy.unwrap_or_default();
+        return Err(invalid_delete_options(
+            "propagationPolicy",
+            format!(
+                "Invalid value: \"{p}\": orphanDependents and deletionPropagation cannot be both set"
+            ),
+        ));
+    }
+    Ok(o)
+}
+
+/// Delete one object: preconditions, GC finalizers from the propagation policy, graceful
+/// deletion for pods, and immediate removal when nothing holds the object.
+pub async fn delete(st: &State, t: &Target, opts: &DeleteOptions) -> Result<Response, ApiError> {
+    let res = t.resource;
+    let sres = storage_resource(res);
+    let name = t.name.clone().unwrap_or_default();
+    let key = sres.key(t.namespace.as_deref().unwrap_or(""), &name);
+    for _ in 0..MAX_RETRIES {
+        let cur = st
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(res.plural, res.group, &name))?;
+        let mut v = parse_stored(&cur)?;
+        let uid = object::meta_str(&v, "uid").unwrap_or("").to_string();
+        if let Some(want) = &opts.uid
+            && *want != uid
+        {
+            return Err(ApiError::conflict(res.plural, res.group, &name, &format!(
+                "the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+            ))
+            .with_kind_message(res));
+        }
+        if let Some(want) = &opts.resource_version
+            && *want != cur.rv.to_string()
+        {
+            return Err(ApiError::conflict(res.plural, res.group, &name, &format!(
+                "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                cur.rv
+            ))
+            .with_kind_message(res));
+        }
+        let mut warning = None;
+        let mut finalizers = object::finalizers(&v);
+        let had = |f: &str, fs: &[String]| fs.iter().any(|x| x == f);
+        let policy = match (opts.orphan_dependents, opts.propagation) {
+            (Some(true), _) => Some(Propagation::Orphan),
+            (Some(false), _) => Some(Propagation::Background),
+            (None, Some(p)) => Some(p),
+            (None, None) if had(kbatch_api::keys::ORPHAN_FINALIZER, &finalizers) => None,
+            (None, None) if had(kbatch_api::keys::FOREGROUND_DELETION_FINALIZER, &finalizers) => {
+                None
+            }
+            (None, None) if res.kind == Kind::Job => {
+                warning = Some(JOB_ORPHAN_WARNING);
+                Some(Propagation::Orphan)
+            }
+            (None, None) => Some(Propagation::Background),
+        };
+        let orphan = kbatch_api::keys::ORPHAN_FINALIZER.to_string();
+        let fg = kbatch_api::keys::FOREGROUND_DELETION_FINALIZER.to_string();
+        match policy {
+            Some(Propagation::Orphan) => {
+                finalizers.retain(|f| *f != fg);
+                if !finalizers.contains(&orphan) {
+                    finalizers.push(orphan);
+                }
+            }
+            Some(Propagation::Foreground) => {
+                finalizers.retain(|f| *f != orphan);
+                if !finalizers.contains(&fg) {
+                    finalizers.push(fg);
+                }
+            }
+            Some(Propagation::Background) => finalizers.retain(|f| *f != orphan && *f != fg),
+            None => {}
+        }
+        // Pods are deleted gracefully: they stay, marked, until their node confirms.
+        let grace = if res.kind == Kind::Pod {
+            pod_grace(&v, opts.grace_period)
+        } else {
+            0
+        };
+        let now = st.now();
+        let existing_ts = object::meta_str(&v, "deletionTimestamp").map(str::to_string);
+        let existing_grace = v
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64);
+        let remove_now = finalizers.is_empty() && grace == 0;
+        let result = if remove_now {
+            if opts.dry_run {
+                return deleted_response(res, &v, &uid);
+            }
+            st.store.delete(key.clone(), Some(cur.rv)).await
+        } else {
+            object::set_finalizers(&mut v, &finalizers);
+            let m = meta_mut(&mut v);
+            let deadline = now
+                .saturating_add(jiff::SignedDuration::from_secs(grace))
+                .unwrap_or(now);
+            // A repeated delete may shorten a grace period, never lengthen it.
+            let shorten = existing_grace.is_none_or(|g| grace < g);
+            if existing_ts.is_none() || shorten {
+                m.insert("deletionTimestamp".into(), json!(rfc3339(deadline)));
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            }
+            if existing_ts.is_none()
+                && let Some(g) = m
+                    .get("generation")
+                    .and_then(Value::as_i64)
+                    .filter(|g| *g > 0)
+            {
+                m.insert("generation".into(), json!(g + 1));
+            }
+            if opts.dry_run {
+                return Ok(value_response(res, StatusCode::OK, v));
+            }
+            st.store.update(key.clone(), v, Some(cur.rv)).await
+        };
+        match result {
+            Ok(o) => {
+                let resp = if remove_now && !returns_deleted_object(res.kind) {
+                    deleted_response(res, &parse_stored(&o)?, &uid)?
+                } else {
+                    object_response(res, StatusCode::OK, &o)?
+                };
+                return Ok(match warning {
+                    Some(w) => with_warning(resp, w),
+                    None => resp,
+                });
+            }
+            Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_))
+                if opts.resource_version.is_none() =>
+            {
+                continue;
+            }
+            Err(e) => return Err(store_err(res, &name, e)),
+        }
+    }
+    Err(ApiError::modified_conflict(res.plural, res.group, &name))
+}
+
+fn returns_deleted_object(kind: Kind) -> bool {
+    matches!(kind, Kind::Pod | Kind::Namespace)
+}
+
+fn deleted_response(res: &Resource, v: &Value, uid: &str) -> Result<Response, ApiError> {
+    if returns_deleted_object(res.kind) {
+        return Ok(value_response(res, StatusCode::OK, v.clone()));
+    }
+    let mut details = serde_json::Map::new();
+    details.insert("name".into(), json!(object::name(v)));
+    if !res.group.is_empty() {
+        details.insert("group".into(), json!(res.group));
+    }
+    details.insert("kind".into(), json!(res.plural));
+    details.insert("uid".into(), json!(uid));
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+    ))
+}
+
+/// Upstream's pod grace: the request's, else the spec's (default 30); 0 for unscheduled or
+/// finished pods; negative becomes 1.
+fn pod_grace(pod: &Value, requested: Option<i64>) -> i64 {
+    let unscheduled = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if unscheduled || phase == "Succeeded" || phase == "Failed" {
+        return 0;
+    }
+    let g = requested
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30);
+    if g < 0 { 1 } else { g }
+}
+
+pub async fn delete_collection(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    opts: &DeleteOptions,
+) -> Result<Response, ApiError> {
+    let res = t.resource;
+    let sres = storage_resource(res);
+    let filter = Filter::from_query(res, q)?;
+    let page = st
+        .store
+        .list(&sres.prefix(t.namespace.as_deref()), None, None);
+    let mut deleted = Vec::new();
+    for o in page.items.iter().filter(|o| filter.matches(o)) {
+        let v = parse_stored(o)?;
+        let mut one = t.clone();
+        one.name = Some(object::name(&v).to_string());
+        one.namespace = object::meta_str(&v, "namespace").map(str::to_string);
+        match delete(st, &one, opts).await {
+            Ok(_) => deleted.push(v),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let items: Vec<Value> = deleted
+        .into_iter()
+        .map(|v| {
+            if res.kind == Kind::EventV1 {
+                events::to_v1(v)
+            } else {
+                v
+            }
+        })
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"kind": format!("{}List", res.kind_name), "apiVersion": res.api_version(), "metadata": {"resourceVersion": st.store.revision().to_string()}, "items": items}),
+    ))
+}
+
+/// POST pods/NAME/binding: assign the pod to a node, once.
+pub async fn bind(
+    st: &State,
+    t: &Target,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let res = t.resource;
+    let name = t.name.clone().unwrap_or_default();
+    let binding = decode_body(headers, body)?;
+    let node = binding
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if node.is_empty() {
+        return Err(ApiError::invalid(
+            "Binding",
+            "",
+            &name,
+            &[kbatch_api::field::FieldError::required("target.name", "")],
+        ));
+    }
+    let key = res.key(t.namespace.as_deref().unwrap_or(""), &name);
+    for _ in 0..MAX_RETRIES {
+        let cur = st
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(res.plural, res.group, &name))?;
+        let mut v = parse_stored(&cur)?;
+        if v.pointer("/metadata/deletionTimestamp").is_some() {
+            return Err(ApiError::conflict(
+                "pods/binding",
+                "",
+                &name,
+                &format!("pod {name} is being deleted, cannot be assigned to a host"),
+            ));
+        }
+        if let Some(existing) = v
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            return Err(ApiError::conflict(
+                "pods/binding",
+                "",
+                &name,
+                &format!("pod {name} is already assigned to node \"{existing}\""),
+            ));
+        }
+        if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.insert("nodeName".into(), json!(node));
+        }
+        if let Some(ann) = binding
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+        {
+            let m = meta_mut(&mut v);
+            let target = m.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(t) = target.as_object_mut() {
+                for (k, val) in ann {
+                    t.insert(k.clone(), val.clone());
+                }
+            }
+        }
+        set_pod_scheduled(&mut v, &rfc3339(st.now()));
+        match st.store.update(key.clone(), v, Some(cur.rv)).await {
+            Ok(_) => {
+                return Ok(json_response(
+                    StatusCode::CREATED,
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                ));
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(store_err(res, &name, e)),
+        }
+    }
+    Err(ApiError::modified_conflict(res.plural, res.group, &name))
+}
+
+fn set_pod_scheduled(pod: &mut Value, now: &str) {
+    let Some(obj) = pod.as_object_mut() else {
+        return;
+    };
+    let status = obj.entry("status").or_insert_with(|| json!({}));
+    let Some(status) = status.as_object_mut() else {
+        return;
+    };
+    let conds = status.entry("conditions").or_insert_with(|| json!([]));
+    let Some(conds) = conds.as_array_mut() else {
+        return;
+    };
+    let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now});
+    match conds
+        .iter_mut()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"))
+    {
+        Some(c) => *c = cond,
+        None => conds.push(cond),
+    }
+}
+
+impl ApiError {
+    /// Delete preconditions word the resource by Kind (`Job.batch`), as `rest.BeforeDelete` does.
+    fn with_kind_message(mut self, res: &Resource) -> Self {
+        let by_resource = crate::error::qualified_resource(res.plural, res.group);
+        let by_kind = if res.group.is_empty() {
+            res.kind_name.to_string()
+        } else {
+            format!("{}.{}", res.kind_name, res.group)
+        };
+        self.message = self.message.replacen(&by_resource, &by_kind, 1);
+        self
+    }
+}

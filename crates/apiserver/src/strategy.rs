@@ -1,0 +1,184 @@
+//! Per-kind API rules: typed decoding, defaulting, create/update preparation and validation.
+//! The rules themselves live in kbatch-api; this module adapts them to JSON documents.
+
+use kbatch_api::field::ErrorList;
+use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
+use kbatch_api::k8s_openapi::api::coordination::v1::Lease;
+use kbatch_api::k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::resources::{Kind, Resource};
+
+/// Which part of an object an update may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Main,
+    Status,
+}
+
+/// Typed rules for one kind. Each hook is a plain function so the table is static.
+struct Rules<K> {
+    default: fn(&mut K),
+    prepare_create: fn(&mut K),
+    validate_create: fn(&K) -> ErrorList,
+    prepare_update: fn(&mut K, &K),
+    validate_update: fn(&K, &K) -> ErrorList,
+    prepare_status: fn(&mut K, &K),
+    validate_status: fn(&K, &K) -> ErrorList,
+}
+
+fn none<K>(_: &mut K) {}
+fn no_errors<K>(_: &K) -> ErrorList {
+    Vec::new()
+}
+fn no_update_errors<K>(_: &K, _: &K) -> ErrorList {
+    Vec::new()
+}
+fn keep_new<K>(_: &mut K, _: &K) {}
+
+impl<K> Rules<K> {
+    const PERMISSIVE: Rules<K> = Rules {
+        default: none,
+        prepare_create: none,
+        validate_create: no_errors,
+        prepare_update: keep_new,
+        validate_update: no_update_errors,
+        prepare_status: keep_new,
+        validate_status: no_update_errors,
+    };
+}
+
+/// Decode a JSON document into its typed form; the error names the field path.
+pub fn decode<K: DeserializeOwned>(res: &Resource, v: &Value) -> Result<K, ApiError> {
+    serde_path_to_error::deserialize::<_, K>(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let at = if path.is_empty() || path == "." {
+            String::new()
+        } else {
+            format!(" at {path}")
+        };
+        ApiError::bad_request(format!(
+            "{kind} in version \"{ver}\" cannot be handled as a {kind}: {inner}{at}",
+            kind = res.kind_name,
+            ver = res.version
+        ))
+    })
+}
+
+fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
+    serde_json::to_value(k).map_err(|e| ApiError::internal(format!("encoding object: {e}")))
+}
+
+/// Runs typed hooks on JSON documents for one resource.
+pub struct Strategy {
+    res: &'static Resource,
+}
+
+macro_rules! dispatch {
+    ($self:ident, $f:ident ( $($arg:expr),* )) => {
+        match $self.res.kind {
+            Kind::Job => $self.$f(&JOB $(, $arg)*),
+            Kind::CronJob => $self.$f(&CRONJOB $(, $arg)*),
+            Kind::Pod => $self.$f(&POD $(, $arg)*),
+            Kind::Namespace => $self.$f(&NAMESPACE $(, $arg)*),
+            Kind::Node => $self.$f(&NODE $(, $arg)*),
+            Kind::Event | Kind::EventV1 => $self.$f(&EVENT $(, $arg)*),
+            Kind::Lease => $self.$f(&LEASE $(, $arg)*),
+        }
+    };
+}
+
+impl Strategy {
+    pub fn new(res: &'static Resource) -> Self {
+        Strategy { res }
+    }
+
+    /// Decode-time defaulting: type-checks the document and fills defaults.
+    pub fn decode_and_default(&self, v: Value) -> Result<Value, ApiError> {
+        dispatch!(self, t_default(v))
+    }
+
+    /// Create preparation then validation; returns the object to store, or 422.
+    pub fn prepare_and_validate_create(&self, v: Value) -> Result<Value, ApiError> {
+        dispatch!(self, t_create(v))
+    }
+
+    /// Update preparation then validation for the main resource or the status subresource.
+    pub fn prepare_and_validate_update(
+        &self,
+        new: Value,
+        old: &Value,
+        part: Part,
+    ) -> Result<Value, ApiError> {
+        dispatch!(self, t_update(new, old, part))
+    }
+
+    fn t_default<K: DeserializeOwned + Serialize>(
+        &self,
+        rules: &Rules<K>,
+        v: Value,
+    ) -> Result<Value, ApiError> {
+        let mut k: K = decode(self.res, &v)?;
+        (rules.default)(&mut k);
+        encode(&k)
+    }
+
+    fn t_create<K: DeserializeOwned + Serialize>(
+        &self,
+        rules: &Rules<K>,
+        v: Value,
+    ) -> Result<Value, ApiError> {
+        let mut k: K = decode(self.res, &v)?;
+        (rules.prepare_create)(&mut k);
+        let errs = (rules.validate_create)(&k);
+        if !errs.is_empty() {
+            return Err(self.invalid(&v, &errs));
+        }
+        encode(&k)
+    }
+
+    fn t_update<K: DeserializeOwned + Serialize>(
+        &self,
+        rules: &Rules<K>,
+        new: Value,
+        old: &Value,
+        part: Part,
+    ) -> Result<Value, ApiError> {
+        let mut k: K = decode(self.res, &new)?;
+        let o: K = decode(self.res, old)?;
+        let errs = match part {
+            Part::Main => {
+                (rules.prepare_update)(&mut k, &o);
+                (rules.validate_update)(&k, &o)
+            }
+            Part::Status => {
+                (rules.prepare_status)(&mut k, &o);
+                (rules.validate_status)(&k, &o)
+            }
+        };
+        if !errs.is_empty() {
+            return Err(self.invalid(&new, &errs));
+        }
+        encode(&k)
+    }
+
+    fn invalid(&self, v: &Value, errs: &ErrorList) -> ApiError {
+        let name = v
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        ApiError::invalid(self.res.kind_name, self.res.group, name, errs)
+    }
+}
+
+static JOB: Rules<Job> = Rules::PERMISSIVE;
+static CRONJOB: Rules<CronJob> = Rules::PERMISSIVE;
+static POD: Rules<Pod> = Rules::PERMISSIVE;
+static NAMESPACE: Rules<Namespace> = Rules::PERMISSIVE;
+static NODE: Rules<Node> = Rules::PERMISSIVE;
+static EVENT: Rules<Event> = Rules::PERMISSIVE;
+static LEASE: Rules<Lease> = Rules::PERMISSIVE;
