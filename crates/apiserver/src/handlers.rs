@@ -40,7 +40,7 @@ pub fn store_err(res: &Resource, name: &str, e: StoreError) -> ApiError {
         StoreError::Conflict { .. } => ApiError::modified_conflict(res.plural, res.group, name),
         StoreError::Expired { requested, oldest } => ApiError::expired(format!(
             "too old resource version: {requested} ({})",
-            oldest.saturating_sub(1)
+            oldest
         )),
         StoreError::Closed => ApiError::unavailable("the server is shutting down"),
         other => ApiError::internal(other.to_string()),

@@ -95,7 +95,7 @@ pub async fn watch(st: &State, t: &Target, q: &Query) -> Result<Response, ApiErr
             // Upstream answers 200 and then one ERROR event: clients re-list on it.
             let e = ApiError::expired(format!(
                 "too old resource version: {requested} ({})",
-                oldest.saturating_sub(1)
+                oldest
             ));
             let _ = tx.try_send(error_line(&e));
             return Ok(stream_response(rx));
