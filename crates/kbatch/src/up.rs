@@ -30,6 +30,9 @@ pub struct UpArgs {
     /// Which executor runs pods.
     #[arg(long, value_enum, default_value = "process")]
     pub executor: Executor,
+    /// How many past changes a watch can resume from (older resourceVersions get 410 Expired).
+    #[arg(long, default_value_t = StoreOptions::default().history_events)]
+    pub watch_history_events: usize,
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
@@ -51,8 +54,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let store_dir = args.data_dir.join("store");
     std::fs::create_dir_all(&store_dir)
         .with_context(|| format!("creating {}", store_dir.display()))?;
-    let store = Store::open(&store_dir, StoreOptions::default())
-        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+    let store = Store::open(
+        &store_dir,
+        StoreOptions {
+            history_events: args.watch_history_events,
+            ..StoreOptions::default()
+        },
+    )
+    .with_context(|| format!("opening the store in {}", store_dir.display()))?;
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
