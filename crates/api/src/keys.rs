@@ -23,3 +23,26 @@ pub const JOB_FAILED: &str = "Failed";
 pub const JOB_SUSPENDED: &str = "Suspended";
 pub const JOB_FAILURE_TARGET: &str = "FailureTarget";
 pub const JOB_SUCCESS_CRITERIA_MET: &str = "SuccessCriteriaMet";
+
+/// Label every namespace carries with its own name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Job condition reasons set by the Job controller.
+pub const JOB_REASON_BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
+pub const JOB_REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub const JOB_REASON_MAX_FAILED_INDEXES_EXCEEDED: &str = "MaxFailedIndexesExceeded";
+pub const JOB_REASON_FAILED_INDEXES: &str = "FailedIndexes";
+pub const JOB_REASON_POD_FAILURE_POLICY: &str = "PodFailurePolicy";
+pub const JOB_REASON_SUCCESS_POLICY: &str = "SuccessPolicy";
+pub const JOB_REASON_COMPLETIONS_REACHED: &str = "CompletionsReached";
+pub const JOB_REASON_SUSPENDED: &str = "JobSuspended";
+pub const JOB_REASON_RESUMED: &str = "JobResumed";
+
+/// Pod phases and QoS classes.
+pub const POD_PENDING: &str = "Pending";
+pub const POD_RUNNING: &str = "Running";
+pub const POD_SUCCEEDED: &str = "Succeeded";
+pub const POD_FAILED: &str = "Failed";
+pub const QOS_GUARANTEED: &str = "Guaranteed";
+pub const QOS_BURSTABLE: &str = "Burstable";
+pub const QOS_BEST_EFFORT: &str = "BestEffort";

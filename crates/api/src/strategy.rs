@@ -1,0 +1,216 @@
+//! Registry strategies (`pkg/registry/.../strategy.go`): what the server changes on an object
+//! between defaulting and validation, on create, update and `/status` update.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{CronJob, Job, JobStatus};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::keys;
+use crate::quantity;
+
+/// Job create: clear status, generation 1, generate the selector and pod-template labels
+/// unless `manualSelector` is true, then (our addition, matching what upstream shows on read
+/// after re-defaulting) copy the template labels to an unlabelled Job.
+pub fn job_prepare_for_create(job: &mut Job) {
+    job.status = Some(JobStatus::default());
+    job.metadata.generation = Some(1);
+    let manual = job.spec.as_ref().and_then(|s| s.manual_selector) == Some(true);
+    if !manual {
+        generate_selector(job);
+    }
+    let tlabels = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone());
+    if let Some(l) = tlabels
+        && job.metadata.labels.as_ref().is_none_or(|j| j.is_empty())
+    {
+        job.metadata.labels = Some(l);
+    }
+}
+
+/// `generateSelector`: existing labels and selector keys are never overwritten; conflicts are
+/// left for validation to report.
+fn generate_selector(job: &mut Job) {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    let spec = job.spec.get_or_insert_with(Default::default);
+    let labels = spec
+        .template
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels
+        .get_or_insert_with(BTreeMap::new);
+    for key in [keys::LEGACY_JOB_NAME_LABEL, keys::JOB_NAME_LABEL] {
+        labels
+            .entry(key.to_string())
+            .or_insert_with(|| name.clone());
+    }
+    for key in [
+        keys::LEGACY_CONTROLLER_UID_LABEL,
+        keys::CONTROLLER_UID_LABEL,
+    ] {
+        labels.entry(key.to_string()).or_insert_with(|| uid.clone());
+    }
+    let selector = spec.selector.get_or_insert_with(LabelSelector::default);
+    selector
+        .match_labels
+        .get_or_insert_with(BTreeMap::new)
+        .entry(keys::CONTROLLER_UID_LABEL.to_string())
+        .or_insert(uid);
+}
+
+/// Job update through the main resource: status changes are dropped; the generation is
+/// bumped iff the spec changed. The caller has already set generation to old's.
+pub fn job_prepare_for_update(new: &mut Job, old: &Job) {
+    new.status = old.status.clone();
+    if new.spec != old.spec {
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+    }
+}
+
+/// Job `/status` update: spec changes are dropped.
+pub fn job_status_prepare_for_update(new: &mut Job, old: &Job) {
+    new.spec = old.spec.clone();
+}
+
+/// CronJob create: clear status, generation 1.
+pub fn cronjob_prepare_for_create(cj: &mut CronJob) {
+    cj.status = Some(Default::default());
+    cj.metadata.generation = Some(1);
+}
+
+/// CronJob update: status from old, generation bump iff the spec changed.
+pub fn cronjob_prepare_for_update(new: &mut CronJob, old: &CronJob) {
+    new.status = old.status.clone();
+    if new.spec != old.spec {
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+    }
+}
+
+/// CronJob `/status` update: spec from old.
+pub fn cronjob_status_prepare_for_update(new: &mut CronJob, old: &CronJob) {
+    new.spec = old.spec.clone();
+}
+
+/// Pod create: status `{phase: Pending, qosClass}`, generation 1.
+pub fn pod_prepare_for_create(pod: &mut Pod) {
+    let qos = pod
+        .spec
+        .as_ref()
+        .map(qos_class)
+        .unwrap_or(keys::QOS_BEST_EFFORT);
+    pod.status = Some(PodStatus {
+        phase: Some(keys::POD_PENDING.to_string()),
+        qos_class: Some(qos.to_string()),
+        ..Default::default()
+    });
+    pod.metadata.generation = Some(1);
+}
+
+/// Pod update: status from old; generation bump iff the spec changed.
+pub fn pod_prepare_for_update(new: &mut Pod, old: &Pod) {
+    new.status = old.status.clone();
+    if new.spec != old.spec {
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+    }
+}
+
+/// Pod `/status` update: spec and ownerReferences from old, deletionTimestamp cleared (the
+/// generic update restores old's), qosClass and observedGeneration kept when not supplied.
+pub fn pod_status_prepare_for_update(new: &mut Pod, old: &Pod) {
+    new.spec = old.spec.clone();
+    new.metadata.deletion_timestamp = None;
+    new.metadata.owner_references = old.metadata.owner_references.clone();
+    let old_status = old.status.clone().unwrap_or_default();
+    let status = new.status.get_or_insert_with(Default::default);
+    if status.qos_class.as_deref().unwrap_or("").is_empty() {
+        status.qos_class = old_status.qos_class.clone();
+    }
+    if status.observed_generation.unwrap_or(0) == 0 {
+        status.observed_generation = old_status.observed_generation;
+    }
+    for c in status.conditions.iter_mut().flatten() {
+        if c.observed_generation.unwrap_or(0) == 0
+            && let Some(oc) = old_status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|o| o.type_ == c.type_)
+        {
+            c.observed_generation = oc.observed_generation;
+        }
+    }
+}
+
+/// Namespace create: status phase Active.
+pub fn namespace_prepare_for_create(ns: &mut k8s_openapi::api::core::v1::Namespace) {
+    ns.status = Some(k8s_openapi::api::core::v1::NamespaceStatus {
+        phase: Some("Active".to_string()),
+        ..Default::default()
+    });
+}
+
+/// `qos.GetPodQOS` over CPU and memory of all containers and init containers.
+pub fn qos_class(spec: &PodSpec) -> &'static str {
+    let mut requests: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut limits: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut guaranteed = true;
+    let positive = |q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| {
+        quantity::parse(&q.0)
+            .ok()
+            .map(|q| q.value)
+            .filter(|v| *v > 0.0)
+    };
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        let res = c.resources.clone().unwrap_or_default();
+        for (name, q) in res.requests.iter().flatten() {
+            let key = match name.as_str() {
+                "cpu" => "cpu",
+                "memory" => "memory",
+                _ => continue,
+            };
+            if let Some(v) = positive(q) {
+                *requests.entry(key).or_insert(0.0) += v;
+            }
+        }
+        let mut found = 0;
+        for (name, q) in res.limits.iter().flatten() {
+            let key = match name.as_str() {
+                "cpu" => "cpu",
+                "memory" => "memory",
+                _ => continue,
+            };
+            if let Some(v) = positive(q) {
+                found += 1;
+                *limits.entry(key).or_insert(0.0) += v;
+            }
+        }
+        if found < 2 {
+            guaranteed = false;
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return keys::QOS_BEST_EFFORT;
+    }
+    if guaranteed {
+        for (name, req) in &requests {
+            if limits.get(name) != Some(req) {
+                guaranteed = false;
+                break;
+            }
+        }
+    }
+    if guaranteed && requests.len() == limits.len() {
+        keys::QOS_GUARANTEED
+    } else {
+        keys::QOS_BURSTABLE
+    }
+}

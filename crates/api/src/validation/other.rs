@@ -1,0 +1,102 @@
+//! Light validation for the supporting kinds: Namespace, Node, core/v1 Event and Lease.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace, Node};
+
+use super::{object_meta, object_meta_update};
+use crate::field::{ErrorList, FieldError, Path};
+use crate::names;
+
+pub fn namespace_create(ns: &Namespace) -> ErrorList {
+    object_meta(&ns.metadata, false, names::name_is_dns_label)
+}
+
+pub fn namespace_update(new: &Namespace, old: &Namespace) -> ErrorList {
+    object_meta_update(&new.metadata, &old.metadata)
+}
+
+pub fn node_create(node: &Node) -> ErrorList {
+    object_meta(&node.metadata, false, names::name_is_dns_subdomain)
+}
+
+pub fn node_update(new: &Node, old: &Node) -> ErrorList {
+    object_meta_update(&new.metadata, &old.metadata)
+}
+
+/// Metadata plus the rule that the involved object lives in the event's namespace.
+pub fn event_create(ev: &Event) -> ErrorList {
+    let mut errs = object_meta(&ev.metadata, true, names::name_is_dns_subdomain);
+    event_common(ev, &mut errs);
+    errs
+}
+
+pub fn event_update(new: &Event, old: &Event) -> ErrorList {
+    let mut errs = object_meta_update(&new.metadata, &old.metadata);
+    event_common(new, &mut errs);
+    errs
+}
+
+fn event_common(ev: &Event, errs: &mut ErrorList) {
+    let ns = ev.metadata.namespace.as_deref().unwrap_or("");
+    let involved_ns = ev.involved_object.namespace.as_deref().unwrap_or("");
+    let p = Path::new("involvedObject").child("namespace");
+    if involved_ns.is_empty() {
+        if !ns.is_empty() && ns != "default" {
+            errs.push(FieldError::invalid(
+                p,
+                involved_ns,
+                "does not match event.namespace",
+            ));
+        }
+    } else if ns != involved_ns {
+        errs.push(FieldError::invalid(
+            p,
+            involved_ns,
+            "does not match event.namespace",
+        ));
+    }
+    if let Some(t) = ev.type_.as_deref()
+        && !t.is_empty()
+        && t != "Normal"
+        && t != "Warning"
+    {
+        errs.push(FieldError::not_supported("type", t, &["Normal", "Warning"]));
+    }
+}
+
+pub fn lease_create(lease: &Lease) -> ErrorList {
+    let mut errs = object_meta(&lease.metadata, true, names::name_is_dns_subdomain);
+    lease_spec(lease, &mut errs);
+    errs
+}
+
+pub fn lease_update(new: &Lease, old: &Lease) -> ErrorList {
+    let mut errs = object_meta_update(&new.metadata, &old.metadata);
+    lease_spec(new, &mut errs);
+    errs
+}
+
+fn lease_spec(lease: &Lease, errs: &mut ErrorList) {
+    let Some(spec) = &lease.spec else {
+        return;
+    };
+    let p = Path::new("spec");
+    if let Some(d) = spec.lease_duration_seconds
+        && d <= 0
+    {
+        errs.push(FieldError::invalid(
+            p.child("leaseDurationSeconds"),
+            d,
+            "must be greater than 0",
+        ));
+    }
+    if let Some(t) = spec.lease_transitions
+        && t < 0
+    {
+        errs.push(FieldError::invalid(
+            p.child("leaseTransitions"),
+            t,
+            super::NEGATIVE_MSG,
+        ));
+    }
+}
