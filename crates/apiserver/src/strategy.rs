@@ -175,10 +175,81 @@ impl Strategy {
     }
 }
 
-static JOB: Rules<Job> = Rules::PERMISSIVE;
-static CRONJOB: Rules<CronJob> = Rules::PERMISSIVE;
-static POD: Rules<Pod> = Rules::PERMISSIVE;
-static NAMESPACE: Rules<Namespace> = Rules::PERMISSIVE;
-static NODE: Rules<Node> = Rules::PERMISSIVE;
-static EVENT: Rules<Event> = Rules::PERMISSIVE;
-static LEASE: Rules<Lease> = Rules::PERMISSIVE;
+use kbatch_api::{defaults, strategy as prep, validation as v};
+
+/// A status update of a kind with no status rules still may not change metadata illegally.
+fn namespace_status(new: &Namespace, old: &Namespace) -> ErrorList {
+    v::namespace_update(new, old)
+}
+fn node_status(new: &Node, old: &Node) -> ErrorList {
+    v::node_update(new, old)
+}
+/// Status writes keep the spec (and for namespaces, nodes, the main update keeps the status).
+fn keep_old_status_namespace(new: &mut Namespace, old: &Namespace) {
+    new.status = old.status.clone();
+}
+fn keep_old_spec_namespace(new: &mut Namespace, old: &Namespace) {
+    new.spec = old.spec.clone();
+}
+fn keep_old_status_node(new: &mut Node, old: &Node) {
+    new.status = old.status.clone();
+}
+fn keep_old_spec_node(new: &mut Node, old: &Node) {
+    new.spec = old.spec.clone();
+}
+
+static JOB: Rules<Job> = Rules {
+    default: defaults::job,
+    prepare_create: prep::job_prepare_for_create,
+    validate_create: v::job_create,
+    prepare_update: prep::job_prepare_for_update,
+    validate_update: v::job_update,
+    prepare_status: prep::job_status_prepare_for_update,
+    validate_status: v::job_status_update,
+};
+static CRONJOB: Rules<CronJob> = Rules {
+    default: defaults::cronjob,
+    prepare_create: prep::cronjob_prepare_for_create,
+    validate_create: v::cronjob_create,
+    prepare_update: prep::cronjob_prepare_for_update,
+    validate_update: v::cronjob_update,
+    prepare_status: prep::cronjob_status_prepare_for_update,
+    validate_status: v::cronjob_status_update,
+};
+static POD: Rules<Pod> = Rules {
+    default: defaults::pod,
+    prepare_create: prep::pod_prepare_for_create,
+    validate_create: v::pod_create,
+    prepare_update: prep::pod_prepare_for_update,
+    validate_update: v::pod_update,
+    prepare_status: prep::pod_status_prepare_for_update,
+    validate_status: v::pod_status_update,
+};
+static NAMESPACE: Rules<Namespace> = Rules {
+    default: defaults::namespace,
+    prepare_create: prep::namespace_prepare_for_create,
+    validate_create: v::namespace_create,
+    prepare_update: keep_old_status_namespace,
+    validate_update: v::namespace_update,
+    prepare_status: keep_old_spec_namespace,
+    validate_status: namespace_status,
+};
+static NODE: Rules<Node> = Rules {
+    default: none,
+    prepare_create: none,
+    validate_create: v::node_create,
+    prepare_update: keep_old_status_node,
+    validate_update: v::node_update,
+    prepare_status: keep_old_spec_node,
+    validate_status: node_status,
+};
+static EVENT: Rules<Event> = Rules {
+    validate_create: v::event_create,
+    validate_update: v::event_update,
+    ..Rules::PERMISSIVE
+};
+static LEASE: Rules<Lease> = Rules {
+    validate_create: v::lease_create,
+    validate_update: v::lease_update,
+    ..Rules::PERMISSIVE
+};
