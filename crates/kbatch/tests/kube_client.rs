@@ -1,0 +1,920 @@
+//! kube-rs (an unmodified real client) against `kbatch up`: CRUD, status, patch, delete,
+//! watch and the kube-runtime watcher/reflector.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{Server, eventually, job_json, pod_json, raw, rv_num};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::core::Status;
+use kube::runtime::{reflector, watcher};
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(10);
+
+fn job(name: &str) -> Job {
+    serde_json::from_value(job_json(name)).expect("job fixture")
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(pod_json(name)).expect("pod fixture")
+}
+
+/// The Status of an API error (panics on success or a transport error).
+fn api_err<T: std::fmt::Debug>(r: kube::Result<T>) -> Status {
+    match r {
+        Err(kube::Error::Api(s)) => *s,
+        other => panic!("expected an API error Status, got {other:?}"),
+    }
+}
+
+fn rv<K: kube::Resource>(o: &K) -> String {
+    o.meta()
+        .resource_version
+        .clone()
+        .expect("object has a resourceVersion")
+}
+
+#[tokio::test]
+async fn job_and_pod_crud_with_defaults() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+
+    let mut j = job("crud");
+    j.metadata.labels = Some(BTreeMap::from([("app".into(), "crud".into())]));
+    let created = jobs
+        .create(&PostParams::default(), &j)
+        .await
+        .expect("create job");
+    let meta = &created.metadata;
+    assert_eq!(meta.namespace.as_deref(), Some("default"));
+    assert!(meta.uid.as_deref().is_some_and(|u| !u.is_empty()));
+    assert!(meta.creation_timestamp.is_some());
+    assert_eq!(meta.generation, Some(1));
+    let uid = meta.uid.clone().expect("uid");
+    let spec = created.spec.as_ref().expect("spec");
+    // Upstream Job defaulting, as kubectl shows it.
+    assert_eq!(spec.parallelism, Some(1));
+    assert_eq!(spec.completions, Some(1));
+    assert_eq!(spec.backoff_limit, Some(6));
+    assert_eq!(spec.suspend, Some(false));
+    assert_eq!(spec.completion_mode.as_deref(), Some("NonIndexed"));
+    let selector = spec.selector.as_ref().expect("generated selector");
+    assert_eq!(
+        selector
+            .match_labels
+            .as_ref()
+            .and_then(|m| m.get("batch.kubernetes.io/controller-uid")),
+        Some(&uid)
+    );
+    let tlabels = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .expect("template labels");
+    assert_eq!(
+        tlabels
+            .get("batch.kubernetes.io/job-name")
+            .map(String::as_str),
+        Some("crud")
+    );
+    assert_eq!(tlabels.get("job-name").map(String::as_str), Some("crud"));
+    assert_eq!(tlabels.get("controller-uid"), Some(&uid));
+
+    let got = jobs.get("crud").await.expect("get job");
+    assert_eq!(got.metadata.uid.as_deref(), Some(uid.as_str()));
+    assert_eq!(rv(&got), rv(&created));
+
+    jobs.create(&PostParams::default(), &job("other"))
+        .await
+        .expect("create other");
+    let all = jobs.list(&ListParams::default()).await.expect("list");
+    assert_eq!(all.items.len(), 2);
+    assert!(all.metadata.resource_version.is_some_and(|r| !r.is_empty()));
+    let sel = jobs
+        .list(&ListParams::default().labels("app=crud"))
+        .await
+        .expect("list by label");
+    let names: Vec<_> = sel
+        .items
+        .iter()
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["crud"]);
+    let by_field = jobs
+        .list(&ListParams::default().fields("metadata.name=other"))
+        .await
+        .expect("list by field");
+    assert_eq!(by_field.items.len(), 1);
+    assert_eq!(by_field.items[0].metadata.name.as_deref(), Some("other"));
+
+    // Pagination: limit + continue returns every item exactly once.
+    let page1 = jobs
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("page 1");
+    assert_eq!(page1.items.len(), 1);
+    let token = page1.metadata.continue_.clone().expect("continue token");
+    let page2 = jobs
+        .list(&ListParams::default().limit(1).continue_token(&token))
+        .await
+        .expect("page 2");
+    assert_eq!(page2.items.len(), 1);
+    assert_ne!(page1.items[0].metadata.name, page2.items[0].metadata.name);
+
+    // Pods: create, get, list, status update, delete (unscheduled → gone at once).
+    let p = pods
+        .create(&PostParams::default(), &pod("p1"))
+        .await
+        .expect("create pod");
+    assert_eq!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending"),
+        "a new pod is Pending"
+    );
+    let spec = p.spec.as_ref().expect("pod spec");
+    assert_eq!(spec.termination_grace_period_seconds, Some(30));
+    assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirst"));
+    let patched = pods
+        .patch_status(
+            "p1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .expect("patch pod status");
+    assert_eq!(
+        patched.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running")
+    );
+    assert!(rv_num(&rv(&patched)) > rv_num(&rv(&p)));
+    let listed = pods.list(&ListParams::default()).await.expect("list pods");
+    assert_eq!(listed.items.len(), 1);
+    pods.delete("p1", &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    let st = api_err(pods.get("p1").await);
+    assert_eq!((st.code, st.reason.as_str()), (404, "NotFound"));
+    assert_eq!(st.message, r#"pods "p1" not found"#);
+}
+
+#[tokio::test]
+async fn job_status_replace_and_patch() {
+    let server = Server::start().await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client().await);
+    let created = jobs
+        .create(&PostParams::default(), &job("st"))
+        .await
+        .expect("create");
+
+    // PUT /status: status changes stick, spec changes are ignored.
+    let mut j = created.clone();
+    j.status = Some(JobStatus {
+        active: Some(1),
+        ..Default::default()
+    });
+    j.spec.as_mut().expect("spec").parallelism = Some(5);
+    let after = jobs
+        .replace_status("st", &PostParams::default(), &j)
+        .await
+        .expect("replace_status");
+    assert_eq!(after.status.as_ref().and_then(|s| s.active), Some(1));
+    assert_eq!(after.spec.as_ref().and_then(|s| s.parallelism), Some(1));
+    assert_eq!(
+        after.metadata.generation,
+        Some(1),
+        "a status write keeps the generation"
+    );
+    assert!(rv_num(&rv(&after)) > rv_num(&rv(&created)));
+
+    // PATCH /status (merge).
+    let after = jobs
+        .patch_status(
+            "st",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": 1, "terminating": 0}})),
+        )
+        .await
+        .expect("patch_status");
+    let status = after.status.clone().expect("status");
+    assert_eq!(
+        (status.active, status.ready, status.terminating),
+        (Some(1), Some(1), Some(0))
+    );
+
+    // PUT on the main resource: status changes are dropped, spec changes bump generation.
+    let mut j = after.clone();
+    j.status.as_mut().expect("status").active = Some(7);
+    j.spec.as_mut().expect("spec").parallelism = Some(3);
+    let after = jobs
+        .replace("st", &PostParams::default(), &j)
+        .await
+        .expect("replace");
+    assert_eq!(after.status.as_ref().and_then(|s| s.active), Some(1));
+    assert_eq!(after.spec.as_ref().and_then(|s| s.parallelism), Some(3));
+    assert_eq!(after.metadata.generation, Some(2));
+
+    // A status write with a stale resourceVersion is a conflict too.
+    let mut stale = created.clone();
+    stale.status = Some(JobStatus {
+        active: Some(2),
+        ..Default::default()
+    });
+    let st = api_err(
+        jobs.replace_status("st", &PostParams::default(), &stale)
+            .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (409, "Conflict"));
+}
+
+#[tokio::test]
+async fn merge_and_json_patches() {
+    let server = Server::start().await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client().await);
+    jobs.create(&PostParams::default(), &job("pt"))
+        .await
+        .expect("create");
+
+    let j = jobs
+        .patch(
+            "pt",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"parallelism": 2}}),
+            ),
+        )
+        .await
+        .expect("merge patch");
+    let labels = j.metadata.labels.clone().expect("labels");
+    assert_eq!((labels["a"].as_str(), labels["b"].as_str()), ("1", "2"));
+    assert_eq!(j.spec.as_ref().and_then(|s| s.parallelism), Some(2));
+    assert_eq!(j.metadata.generation, Some(2));
+
+    // Merge patch null deletes a key.
+    let j = jobs
+        .patch(
+            "pt",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": null}}})),
+        )
+        .await
+        .expect("merge patch delete key");
+    let labels = j.metadata.labels.clone().expect("labels");
+    assert!(!labels.contains_key("a"));
+    assert_eq!(labels.get("b").map(String::as_str), Some("2"));
+
+    // The json-patch crate's type is reached through `Patch::Json`, deserialized from the
+    // standard JSON form.
+    let ops = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/parallelism", "value": 2},
+        {"op": "replace", "path": "/spec/parallelism", "value": 4},
+        {"op": "add", "path": "/metadata/annotations", "value": {"note": "x"}},
+        {"op": "remove", "path": "/metadata/labels/b"}
+    ]))
+    .expect("ops");
+    let j = jobs
+        .patch("pt", &PatchParams::default(), &Patch::Json::<()>(ops))
+        .await
+        .expect("json patch");
+    assert_eq!(j.spec.as_ref().and_then(|s| s.parallelism), Some(4));
+    assert_eq!(
+        j.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("note"))
+            .map(String::as_str),
+        Some("x")
+    );
+    assert!(!j.metadata.labels.unwrap_or_default().contains_key("b"));
+
+    // A failing `test` op changes nothing and is a client error, not a server error.
+    let before = rv(&jobs.get("pt").await.expect("get"));
+    let ops = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/parallelism", "value": 99},
+        {"op": "replace", "path": "/spec/parallelism", "value": 5}
+    ]))
+    .expect("ops");
+    let st = api_err(
+        jobs.patch("pt", &PatchParams::default(), &Patch::Json::<()>(ops))
+            .await,
+    );
+    assert!((400..500).contains(&st.code), "{st:?}");
+    assert_eq!(rv(&jobs.get("pt").await.expect("get")), before);
+
+    // Patching a missing object is 404.
+    let st = api_err(
+        jobs.patch("nope", &PatchParams::default(), &Patch::Merge(json!({})))
+            .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (404, "NotFound"));
+    assert_eq!(st.message, r#"jobs.batch "nope" not found"#);
+}
+
+#[tokio::test]
+async fn delete_background_and_raw_orphan() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+
+    jobs.create(&PostParams::default(), &job("bg"))
+        .await
+        .expect("create bg");
+    let r = jobs
+        .delete("bg", &DeleteParams::background())
+        .await
+        .expect("delete bg");
+    let status = r
+        .right()
+        .expect("a job without finalizers is removed: Status answer");
+    assert_eq!(status.details.as_ref().map(|d| d.name.as_str()), Some("bg"));
+    let st = api_err(jobs.get("bg").await);
+    assert_eq!((st.code, st.reason.as_str()), (404, "NotFound"));
+
+    // A raw DELETE with no options orphans: the Job stays with deletionTimestamp and the
+    // `orphan` finalizer, and the server warns.
+    jobs.create(&PostParams::default(), &job("raw"))
+        .await
+        .expect("create raw");
+    let resp = raw(
+        &client,
+        "DELETE",
+        "/apis/batch/v1/namespaces/default/jobs/raw",
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let warning = resp
+        .headers
+        .get("warning")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        warning,
+        "299 - \"child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning\""
+    );
+    let body = resp.json();
+    assert_eq!(body["kind"], "Job", "{body}");
+    assert_eq!(body["metadata"]["finalizers"], json!(["orphan"]));
+    assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
+
+    // Once nothing else holds it, removing the last finalizer deletes it. A garbage collector
+    // may get there first; either way the Job must end up gone.
+    if let Ok(j) = jobs.get("raw").await {
+        assert!(j.metadata.deletion_timestamp.is_some());
+        let _ = jobs
+            .patch(
+                "raw",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+    }
+    eventually(T, "orphaned job removed", || async {
+        matches!(jobs.get("raw").await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
+    })
+    .await;
+
+    // Orphan through DeleteParams keeps the object until its finalizer goes.
+    jobs.create(&PostParams::default(), &job("orph"))
+        .await
+        .expect("create orph");
+    let r = jobs
+        .delete("orph", &DeleteParams::orphan())
+        .await
+        .expect("delete orph");
+    let j = r
+        .left()
+        .expect("the Job is returned while its orphan finalizer is pending");
+    assert_eq!(
+        j.metadata.finalizers.as_deref(),
+        Some(&["orphan".to_string()][..])
+    );
+
+    // A Job with a custom finalizer is only marked for deletion.
+    let mut j = job("fin");
+    j.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    jobs.create(&PostParams::default(), &j)
+        .await
+        .expect("create fin");
+    let r = jobs
+        .delete("fin", &DeleteParams::background())
+        .await
+        .expect("delete fin");
+    let j = r.left().expect("object kept while a finalizer remains");
+    assert!(j.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        j.metadata.finalizers.as_deref(),
+        Some(&["example.com/hold".to_string()][..])
+    );
+    // New finalizers cannot be added once it is being deleted.
+    let st = api_err(
+        jobs.patch(
+            "fin",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}}),
+            ),
+        )
+        .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (422, "Invalid"), "{st:?}");
+    jobs.patch(
+        "fin",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": []}})),
+    )
+    .await
+    .expect("remove the finalizer");
+    let st = api_err(jobs.get("fin").await);
+    assert_eq!(
+        st.code, 404,
+        "removing the last finalizer deletes the object"
+    );
+}
+
+#[tokio::test]
+async fn generate_name_and_dry_run() {
+    let server = Server::start().await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client().await);
+
+    let mut j = job("");
+    j.metadata.name = None;
+    j.metadata.generate_name = Some("gen-".into());
+    let a = jobs
+        .create(&PostParams::default(), &j)
+        .await
+        .expect("create a");
+    let b = jobs
+        .create(&PostParams::default(), &j)
+        .await
+        .expect("create b");
+    let a_rv = rv(&a);
+    let (na, nb) = (
+        a.metadata.name.expect("name a"),
+        b.metadata.name.expect("name b"),
+    );
+    for n in [&na, &nb] {
+        assert!(
+            n.starts_with("gen-") && n.len() == 9,
+            "generated name {n:?}"
+        );
+        assert!(
+            n[4..]
+                .chars()
+                .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)),
+            "generated suffix alphabet: {n:?}"
+        );
+    }
+    assert_ne!(na, nb);
+    jobs.get(&na).await.expect("generated job exists");
+
+    // Dry-run create: the answer looks created, nothing is stored.
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let before = jobs.list(&ListParams::default()).await.expect("list");
+    let d = jobs
+        .create(&dry, &job("dry"))
+        .await
+        .expect("dry-run create");
+    assert_eq!(d.metadata.name.as_deref(), Some("dry"));
+    assert!(
+        d.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some(),
+        "defaults applied"
+    );
+    let st = api_err(jobs.get("dry").await);
+    assert_eq!(st.code, 404, "dry-run create stored nothing");
+    // Dry-run delete leaves the object, dry-run patch changes nothing.
+    let dp = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::background()
+    };
+    jobs.delete(&na, &dp).await.expect("dry-run delete");
+    let pp = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let p = jobs
+        .patch(
+            &na,
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .expect("dry-run patch");
+    assert_eq!(
+        p.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("x"))
+            .map(String::as_str),
+        Some("y")
+    );
+    let still = jobs
+        .get(&na)
+        .await
+        .expect("still there after dry-run delete");
+    assert!(
+        still
+            .metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .get("x")
+            .is_none()
+    );
+    let after = jobs.list(&ListParams::default()).await.expect("list");
+    assert_eq!(after.items.len(), before.items.len());
+    // Dry runs do not consume resourceVersions that clients could observe as changes.
+    assert_eq!(rv(&still), a_rv);
+}
+
+#[tokio::test]
+async fn conflicts_not_found_and_already_exists() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+    let v1 = jobs
+        .create(&PostParams::default(), &job("cf"))
+        .await
+        .expect("create");
+
+    // Existing name → 409 AlreadyExists.
+    let st = api_err(jobs.create(&PostParams::default(), &job("cf")).await);
+    assert_eq!((st.code, st.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(st.message, r#"jobs.batch "cf" already exists"#);
+    let d = st.details.expect("details");
+    assert_eq!(
+        (d.name.as_str(), d.group.as_str(), d.kind.as_str()),
+        ("cf", "batch", "jobs")
+    );
+
+    // Update with the current resourceVersion works; the old one is now stale → 409 Conflict.
+    let mut a = v1.clone();
+    a.metadata.labels = Some(BTreeMap::from([("v".into(), "2".into())]));
+    jobs.replace("cf", &PostParams::default(), &a)
+        .await
+        .expect("update at current rv");
+    let mut b = v1.clone();
+    b.metadata.labels = Some(BTreeMap::from([("v".into(), "3".into())]));
+    let st = api_err(jobs.replace("cf", &PostParams::default(), &b).await);
+    assert_eq!((st.code, st.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        st.message,
+        r#"Operation cannot be fulfilled on jobs.batch "cf": the object has been modified; please apply your changes to the latest version and try again"#
+    );
+    // Without a resourceVersion the update is unconditional.
+    b.metadata.resource_version = None;
+    let j = jobs
+        .replace("cf", &PostParams::default(), &b)
+        .await
+        .expect("unconditional update");
+    assert_eq!(
+        j.metadata
+            .labels
+            .unwrap_or_default()
+            .get("v")
+            .map(String::as_str),
+        Some("3")
+    );
+
+    // Missing namespace → 404 for the namespace.
+    let in_missing: Api<Job> = Api::namespaced(client.clone(), "missing-ns");
+    let st = api_err(in_missing.create(&PostParams::default(), &job("x")).await);
+    assert_eq!((st.code, st.reason.as_str()), (404, "NotFound"));
+    assert_eq!(st.message, r#"namespaces "missing-ns" not found"#);
+    // Missing object → 404, for get, replace and delete.
+    let st = api_err(jobs.get("ghost").await);
+    assert_eq!(st.message, r#"jobs.batch "ghost" not found"#);
+    let mut g = job("ghost");
+    g.metadata.resource_version = None;
+    let st = api_err(jobs.replace("ghost", &PostParams::default(), &g).await);
+    assert_eq!(st.code, 404);
+    let st = api_err(jobs.delete("ghost", &DeleteParams::default()).await);
+    assert_eq!(st.code, 404);
+
+    // Namespaces are served: after creating one, creating a Job in it works.
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "missing-ns"}})).expect("ns");
+    nss.create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    in_missing
+        .create(&PostParams::default(), &job("x"))
+        .await
+        .expect("create in the new namespace");
+}
+
+#[tokio::test]
+async fn watch_resumes_in_order_from_a_resource_version() {
+    let server = Server::start().await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client().await);
+    let a = jobs
+        .create(&PostParams::default(), &job("wa"))
+        .await
+        .expect("create wa");
+    let from = rv(&a);
+
+    // Changes after `from`: two modifications, a creation and a deletion.
+    let pp = PatchParams::default();
+    for i in 0..2 {
+        jobs.patch(
+            "wa",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"i": i.to_string()}}})),
+        )
+        .await
+        .expect("modify");
+    }
+    jobs.create(&PostParams::default(), &job("wb"))
+        .await
+        .expect("create wb");
+    jobs.delete("wb", &DeleteParams::background())
+        .await
+        .expect("delete wb");
+
+    let wp = WatchParams::default().timeout(5);
+    let mut stream = jobs.watch(&wp, &from).await.expect("watch").boxed();
+    let mut seen = Vec::new();
+    let mut last = rv_num(&from);
+    while seen.len() < 4 {
+        let ev = tokio::time::timeout(T, stream.try_next())
+            .await
+            .expect("watch event in time")
+            .expect("watch stream ok")
+            .expect("watch stream ended early");
+        let (kind, j) = match ev {
+            WatchEvent::Added(j) => ("ADDED", j),
+            WatchEvent::Modified(j) => ("MODIFIED", j),
+            WatchEvent::Deleted(j) => ("DELETED", j),
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => panic!("watch error {e:?}"),
+        };
+        let n = rv_num(&rv(&j));
+        assert!(n > last, "resourceVersions increase: {n} after {last}");
+        last = n;
+        seen.push(format!("{kind} {}", j.metadata.name.expect("name")));
+    }
+    assert_eq!(
+        seen,
+        ["MODIFIED wa", "MODIFIED wa", "ADDED wb", "DELETED wb"]
+    );
+
+    // Live changes after the replay arrive on the same stream.
+    jobs.patch(
+        "wa",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"live": "1"}}})),
+    )
+    .await
+    .expect("live modify");
+    loop {
+        let ev = tokio::time::timeout(T, stream.try_next())
+            .await
+            .expect("live event in time")
+            .expect("watch stream ok")
+            .expect("watch stream ended early");
+        match ev {
+            WatchEvent::Modified(j) => {
+                assert!(rv_num(&rv(&j)) > last);
+                assert_eq!(
+                    j.metadata
+                        .labels
+                        .unwrap_or_default()
+                        .get("live")
+                        .map(String::as_str),
+                    Some("1")
+                );
+                break;
+            }
+            WatchEvent::Bookmark(_) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    // A label-selected watch from the same point sees only matching objects.
+    let wp = WatchParams::default().labels("live=1").timeout(2);
+    let mut stream = jobs
+        .watch(&wp, &from)
+        .await
+        .expect("selected watch")
+        .boxed();
+    let ev = tokio::time::timeout(T, stream.try_next())
+        .await
+        .expect("event in time")
+        .expect("ok")
+        .expect("one event");
+    match ev {
+        // The object entered the selection with this change: upstream reports ADDED.
+        WatchEvent::Added(j) | WatchEvent::Modified(j) => {
+            assert_eq!(j.metadata.name.as_deref(), Some("wa"))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn watch_too_old_resource_version_expires_and_watcher_relists() {
+    // A small history: 5 events. 20 writes push the first resourceVersion out of it.
+    let server = Server::start_with(&["--watch-history-events", "5"]).await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let first = jobs
+        .create(&PostParams::default(), &job("old"))
+        .await
+        .expect("create");
+    let old_rv = rv(&first);
+    for i in 0..20 {
+        pods.create(&PostParams::default(), &pod(&format!("filler-{i}")))
+            .await
+            .expect("filler");
+    }
+
+    // A raw watch: HTTP 200, then one ERROR event carrying a 410 Expired Status.
+    let mut stream = jobs
+        .watch(&WatchParams::default().timeout(5), &old_rv)
+        .await
+        .expect("the watch request itself succeeds (HTTP 200)")
+        .boxed();
+    let ev = tokio::time::timeout(T, stream.try_next())
+        .await
+        .expect("event in time")
+        .expect("stream ok")
+        .expect("an event");
+    match ev {
+        WatchEvent::Error(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (410, "Expired"), "{s:?}");
+            assert!(s.message.starts_with("too old resource version"), "{s:?}");
+        }
+        other => panic!("expected a 410 ERROR event, got {other:?}"),
+    }
+
+    // kube-runtime's watcher: let it list and watch, then let the server end its watch
+    // (timeoutSeconds=1) while it is not being polled, and push its resourceVersion out of
+    // history. When polled again it re-watches from the old RV, gets 410, and must re-list.
+    let cfg = watcher::Config::default()
+        .labels("group=w")
+        .timeout(1)
+        .disable_bookmarks();
+    let mut w = watcher(jobs.clone(), cfg).boxed();
+    let mut marked = job("w1");
+    marked.metadata.labels = Some(BTreeMap::from([("group".into(), "w".into())]));
+    jobs.create(&PostParams::default(), &marked)
+        .await
+        .expect("create w1");
+    loop {
+        let ev = tokio::time::timeout(T, w.try_next())
+            .await
+            .expect("watcher event")
+            .expect("watcher ok")
+            .expect("watcher stream");
+        if matches!(ev, watcher::Event::InitDone) {
+            break;
+        }
+    }
+    // Drain until the create of w1 is seen (it may come in the list or as a watch event).
+    // Not needed for correctness; the re-list below must show both objects anyway.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for i in 0..20 {
+        pods.create(&PostParams::default(), &pod(&format!("filler2-{i}")))
+            .await
+            .expect("filler");
+    }
+    let mut w2 = marked.clone();
+    w2.metadata.name = Some("w2".into());
+    jobs.create(&PostParams::default(), &w2)
+        .await
+        .expect("create w2");
+    for i in 0..20 {
+        pods.create(&PostParams::default(), &pod(&format!("filler3-{i}")))
+            .await
+            .expect("filler");
+    }
+
+    let mut got_410 = false;
+    let mut relisted: Option<Vec<String>> = None;
+    let mut buffer = Vec::new();
+    let deadline = tokio::time::Instant::now() + T;
+    while relisted.is_none() {
+        let ev = tokio::time::timeout_at(deadline, w.next())
+            .await
+            .expect("watcher re-lists in time")
+            .expect("watcher stream does not end");
+        match ev {
+            Err(watcher::Error::WatchError(s)) => {
+                assert_eq!(s.code, 410, "{s:?}");
+                got_410 = true;
+            }
+            Err(e) => panic!("unexpected watcher error {e}"),
+            Ok(watcher::Event::Init) => buffer.clear(),
+            Ok(watcher::Event::InitApply(j)) => buffer.push(j.metadata.name.expect("name")),
+            Ok(watcher::Event::InitDone) => {
+                buffer.sort();
+                relisted = Some(buffer.clone());
+            }
+            Ok(_) => {}
+        }
+    }
+    assert!(got_410, "the watcher's resumed watch got a 410 ERROR event");
+    assert_eq!(relisted.expect("relist"), ["w1", "w2"]);
+}
+
+#[tokio::test]
+async fn reflector_store_mirrors_the_server() {
+    let server = Server::start().await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client().await);
+    for i in 0..3 {
+        jobs.create(&PostParams::default(), &job(&format!("pre-{i}")))
+            .await
+            .expect("pre-existing job");
+    }
+    let (reader, writer) = reflector::store::<Job>();
+    let stream = reflector::reflector(writer, watcher(jobs.clone(), watcher::Config::default()));
+    let handle = tokio::spawn(async move {
+        // Errors are retried by the watcher; the test fails on content, not here.
+        stream.for_each(|_| async {}).await;
+    });
+    tokio::time::timeout(T, reader.wait_until_ready())
+        .await
+        .expect("store ready in time")
+        .expect("store ready");
+
+    // Changes while the reflector runs.
+    let pp = PatchParams::default();
+    for i in 0..4 {
+        jobs.create(&PostParams::default(), &job(&format!("live-{i}")))
+            .await
+            .expect("create live");
+    }
+    jobs.patch(
+        "pre-0",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+    )
+    .await
+    .expect("modify");
+    jobs.patch(
+        "live-1",
+        &pp,
+        &Patch::Merge(json!({"spec": {"parallelism": 3}})),
+    )
+    .await
+    .expect("modify");
+    jobs.delete("pre-1", &DeleteParams::background())
+        .await
+        .expect("delete");
+    jobs.delete("live-2", &DeleteParams::background())
+        .await
+        .expect("delete");
+
+    let snapshot = |list: Vec<(String, String)>| {
+        let mut l = list;
+        l.sort();
+        l
+    };
+    let server_state = snapshot(
+        jobs.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .map(|j| (j.metadata.name.clone().expect("name"), rv(j)))
+            .collect(),
+    );
+    assert_eq!(server_state.len(), 5);
+    eventually(T, "reflector store equals the server's list", || {
+        let reader = reader.clone();
+        let want = server_state.clone();
+        async move {
+            let have = snapshot(
+                reader
+                    .state()
+                    .iter()
+                    .map(|j| (j.metadata.name.clone().expect("name"), rv(j.as_ref())))
+                    .collect(),
+            );
+            (have == want).then_some(())
+        }
+    })
+    .await;
+    let live1 = reader
+        .get(&reflector::ObjectRef::new("live-1").within("default"))
+        .expect("live-1 in the store");
+    assert_eq!(live1.spec.as_ref().and_then(|s| s.parallelism), Some(3));
+    handle.abort();
+}
