@@ -152,6 +152,16 @@ pub fn namespace_prepare_for_create(ns: &mut k8s_openapi::api::core::v1::Namespa
         phase: Some("Active".to_string()),
         ..Default::default()
     });
+    // Upstream requires the `kubernetes` finalizer on create: it holds a deleted namespace
+    // until its contents are gone.
+    let finalizers = ns
+        .spec
+        .get_or_insert_with(Default::default)
+        .finalizers
+        .get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == "kubernetes") {
+        finalizers.push("kubernetes".to_string());
+    }
 }
 
 /// `qos.GetPodQOS` over CPU and memory of all containers and init containers.

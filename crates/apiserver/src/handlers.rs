@@ -763,7 +763,15 @@ pub async fn delete(st: &State, t: &Target, opts: &DeleteOptions) -> Result<Resp
         let existing_grace = v
             .pointer("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64);
-        let remove_now = finalizers.is_empty() && grace == 0;
+        // A namespace is held by its spec finalizers until its contents are gone.
+        let held_by_spec = res.kind == Kind::Namespace
+            && v.pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
+        if held_by_spec && let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+            status.insert("phase".into(), json!("Terminating"));
+        }
+        let remove_now = finalizers.is_empty() && grace == 0 && !held_by_spec;
         let result = if remove_now {
             if opts.dry_run {
                 return deleted_response(res, &v, &uid);

@@ -6,6 +6,7 @@
 pub mod discovery;
 pub mod error;
 pub mod events;
+pub mod gc;
 pub mod handlers;
 mod object;
 pub mod request;
@@ -63,6 +64,12 @@ impl ServerState {
     /// `/readyz` answers 200 from now on.
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Start the in-process garbage collector (standalone mode only: on a real cluster
+    /// kube-controller-manager does this).
+    pub fn start_garbage_collector(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(gc::run(self.clone()))
     }
 
     /// End every open watch (graceful shutdown).

@@ -103,6 +103,9 @@ pub async fn watch(st: &State, t: &Target, q: &Query) -> Result<Response, ApiErr
         Err(e) => return Err(crate::handlers::store_err(res, "", e)),
     };
     let mut shutdown = st.shutdown.subscribe();
+    if *shutdown.borrow_and_update() {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
     tokio::spawn(async move {
         for o in initial.iter().filter(|o| filter.matches(o)) {

@@ -86,6 +86,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             let _ = stop_rx.await;
         },
     ));
+    let gc = state.start_garbage_collector();
     state.set_ready();
     tracing::info!(
         address = %addr,
@@ -103,6 +104,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         Ok(Err(e)) => tracing::warn!(error = %e, "server stopped with an error"),
         Err(e) => tracing::warn!(error = %e, "server task failed"),
     }
+    let _ = gc.await;
     store.close().await;
     Ok(())
 }

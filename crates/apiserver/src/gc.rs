@@ -1,0 +1,472 @@
+//! Garbage collection of dependents, as upstream's garbage collector and namespace controller
+//! do for a standalone server: ownerReferences followed on delete (Orphan, Background,
+//! Foreground), dependents of vanished owners deleted, terminating namespaces emptied.
+//!
+//! It keeps a graph of every stored object's uid and owners, fed by one watch on the whole
+//! store, and acts on the objects an event touches. Every action is idempotent, so replaying a
+//! change (after a restart or a re-list) is harmless.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kbatch_api::keys::{FOREGROUND_DELETION_FINALIZER, ORPHAN_FINALIZER};
+use kbatch_store::{EventType, Object, StoreError};
+use serde_json::Value;
+
+use crate::ServerState;
+use crate::handlers::{self, DeleteOptions, Propagation};
+use crate::request::Target;
+use crate::resources::{self, Kind, Resource};
+
+#[derive(Debug, Clone)]
+struct OwnerRef {
+    uid: String,
+    block: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    uid: String,
+    namespace: String,
+    owners: Vec<OwnerRef>,
+    deleting: bool,
+    finalizers: Vec<String>,
+}
+
+#[derive(Default)]
+struct Graph {
+    nodes: HashMap<String, Node>,
+    by_uid: HashMap<String, String>,
+    dependents: HashMap<String, HashSet<String>>,
+}
+
+impl Graph {
+    fn upsert(&mut self, key: &str, v: &Value) {
+        self.remove(key);
+        let uid = v
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let owners: Vec<OwnerRef> = v
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .map(|refs| {
+                refs.iter()
+                    .filter_map(|r| {
+                        let uid = r.get("uid").and_then(Value::as_str)?.to_string();
+                        let block = r
+                            .get("blockOwnerDeletion")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false);
+                        Some(OwnerRef { uid, block })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for o in &owners {
+            self.dependents
+                .entry(o.uid.clone())
+                .or_default()
+                .insert(key.to_string());
+        }
+        if !uid.is_empty() {
+            self.by_uid.insert(uid.clone(), key.to_string());
+        }
+        let node = Node {
+            uid,
+            namespace: v
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            owners,
+            deleting: v.pointer("/metadata/deletionTimestamp").is_some(),
+            finalizers: crate::object::finalizers(v),
+        };
+        self.nodes.insert(key.to_string(), node);
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Node> {
+        let node = self.nodes.remove(key)?;
+        if self.by_uid.get(&node.uid).is_some_and(|k| k == key) {
+            self.by_uid.remove(&node.uid);
+        }
+        for o in &node.owners {
+            if let Some(set) = self.dependents.get_mut(&o.uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.dependents.remove(&o.uid);
+                }
+            }
+        }
+        Some(node)
+    }
+
+    fn dependents_of(&self, uid: &str) -> Vec<String> {
+        self.dependents
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// An owner reference is live when an object with that uid exists in the dependent's
+    /// namespace (or is cluster-scoped): references never cross namespaces.
+    fn owner_live(&self, dependent: &Node, owner_uid: &str) -> bool {
+        self.by_uid
+            .get(owner_uid)
+            .and_then(|k| self.nodes.get(k))
+            .is_some_and(|o| o.namespace.is_empty() || o.namespace == dependent.namespace)
+    }
+}
+
+/// Which resource a storage key belongs to (events resolve to the core/v1 view).
+fn resource_of(key: &str) -> Option<&'static Resource> {
+    let storage = key.trim_start_matches('/').split('/').next()?;
+    resources::RESOURCES
+        .iter()
+        .find(|r| r.storage == storage && r.kind != Kind::EventV1)
+}
+
+fn target_of(key: &str) -> Option<Target> {
+    let res = resource_of(key)?;
+    let parts: Vec<&str> = key.trim_start_matches('/').split('/').collect();
+    let (namespace, name) = match (res.namespaced, parts.as_slice()) {
+        (true, [_, ns, name]) => (Some(ns.to_string()), name.to_string()),
+        (false, [_, name]) => (None, name.to_string()),
+        _ => return None,
+    };
+    Some(Target {
+        resource: res,
+        namespace,
+        name: Some(name),
+        subresource: None,
+        watch_path: false,
+    })
+}
+
+/// Run until shutdown: list everything, act on what is pending, then follow the changes.
+pub async fn run(st: Arc<ServerState>) {
+    let mut shutdown = st.shutdown.subscribe();
+    loop {
+        if *shutdown.borrow_and_update() {
+            return;
+        }
+        let page = st.store.list("/", None, None);
+        let mut graph = Graph::default();
+        for o in &page.items {
+            if let Ok(v) = serde_json::from_slice::<Value>(&o.raw) {
+                graph.upsert(&o.key, &v);
+            }
+        }
+        let keys: Vec<String> = graph.nodes.keys().cloned().collect();
+        for k in keys {
+            attend(&st, &graph, &k).await;
+        }
+        let mut w = match st.store.watch("/", page.revision) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "garbage collector could not watch; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        loop {
+            let ev = tokio::select! {
+                _ = shutdown.changed() => return,
+                ev = w.next() => ev,
+            };
+            match ev {
+                None => return,
+                Some(Err(StoreError::Expired { .. })) => break,
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "garbage collector watch failed; re-listing");
+                    break;
+                }
+                Some(Ok(ev)) => on_event(&st, &mut graph, ev.kind, &ev.object).await,
+            }
+        }
+    }
+}
+
+async fn on_event(st: &ServerState, graph: &mut Graph, kind: EventType, o: &Object) {
+    let mut touched: Vec<String> = Vec::new();
+    match kind {
+        EventType::Deleted => {
+            if let Some(node) = graph.remove(&o.key) {
+                touched.extend(graph.dependents_of(&node.uid));
+                touched.extend(
+                    node.owners
+                        .iter()
+                        .filter_map(|r| graph.by_uid.get(&r.uid).cloned()),
+                );
+                if resource_of(&o.key).is_some_and(|r| r.kind != Kind::Namespace && r.namespaced) {
+                    // A terminating namespace may now be empty.
+                    let ns_key = resources::by_kind(Kind::Namespace).key("", &node.namespace);
+                    touched.push(ns_key);
+                }
+            }
+        }
+        EventType::Added | EventType::Modified => {
+            let Ok(v) = serde_json::from_slice::<Value>(&o.raw) else {
+                return;
+            };
+            let old_owners: Vec<String> = graph
+                .nodes
+                .get(&o.key)
+                .map(|n| n.owners.iter().map(|r| r.uid.clone()).collect())
+                .unwrap_or_default();
+            graph.upsert(&o.key, &v);
+            touched.push(o.key.clone());
+            let new_owners = graph
+                .nodes
+                .get(&o.key)
+                .map(|n| n.owners.clone())
+                .unwrap_or_default();
+            for uid in old_owners.iter().chain(new_owners.iter().map(|r| &r.uid)) {
+                if let Some(k) = graph.by_uid.get(uid) {
+                    touched.push(k.clone());
+                }
+            }
+        }
+    }
+    touched.sort();
+    touched.dedup();
+    for k in touched {
+        attend(st, graph, &k).await;
+    }
+}
+
+/// Do what one object needs: finish its own deletion, or delete it if its owners are gone.
+async fn attend(st: &ServerState, graph: &Graph, key: &str) {
+    let Some(node) = graph.nodes.get(key) else {
+        return;
+    };
+    let Some(res) = resource_of(key) else { return };
+    if node.deleting {
+        if res.kind == Kind::Namespace {
+            finish_namespace(st, graph, key).await;
+        }
+        if node.finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
+            for dep in graph.dependents_of(&node.uid) {
+                edit(st, &dep, |v| remove_owner_ref(v, &node.uid)).await;
+            }
+            edit(st, key, |v| remove_finalizer(v, ORPHAN_FINALIZER)).await;
+        }
+        if node
+            .finalizers
+            .iter()
+            .any(|f| f == FOREGROUND_DELETION_FINALIZER)
+        {
+            let deps = graph.dependents_of(&node.uid);
+            let mut blocking = false;
+            for dep in &deps {
+                let Some(d) = graph.nodes.get(dep) else {
+                    continue;
+                };
+                if d.owners.iter().any(|r| r.uid == node.uid && r.block) {
+                    blocking = true;
+                }
+                if !d.deleting {
+                    delete(st, dep, dependent_policy(graph, d)).await;
+                }
+            }
+            if !blocking {
+                edit(st, key, |v| {
+                    remove_finalizer(v, FOREGROUND_DELETION_FINALIZER)
+                })
+                .await;
+            }
+        }
+        return;
+    }
+    // A dependent all of whose owners are gone is deleted, honouring its own GC finalizers.
+    if !node.owners.is_empty() && node.owners.iter().all(|r| !graph.owner_live(node, &r.uid)) {
+        delete(st, key, dependent_policy(graph, node)).await;
+    }
+}
+
+/// Upstream deletes an orphaned dependent by its own finalizers: orphan, foreground, else
+/// background.
+fn dependent_policy(_graph: &Graph, node: &Node) -> Propagation {
+    if node.finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
+        Propagation::Orphan
+    } else if node
+        .finalizers
+        .iter()
+        .any(|f| f == FOREGROUND_DELETION_FINALIZER)
+    {
+        Propagation::Foreground
+    } else {
+        Propagation::Background
+    }
+}
+
+async fn delete(st: &ServerState, key: &str, policy: Propagation) {
+    let Some(t) = target_of(key) else { return };
+    let opts = DeleteOptions {
+        propagation: Some(policy),
+        ..DeleteOptions::default()
+    };
+    match handlers::delete(st, &t, &opts).await {
+        Ok(_) => tracing::debug!(key, ?policy, "garbage collector deleted a dependent"),
+        Err(e) if e.code == 404 => {}
+        Err(e) => tracing::warn!(key, error = %e, "garbage collector could not delete"),
+    }
+}
+
+/// Terminating namespace: delete its contents; once empty, drop its finalizer so it goes.
+async fn finish_namespace(st: &ServerState, graph: &Graph, key: &str) {
+    let Some(name) = key.rsplit('/').next() else {
+        return;
+    };
+    let mut remaining = false;
+    for (k, n) in &graph.nodes {
+        if n.namespace == name && resource_of(k).is_some_and(|r| r.namespaced) {
+            remaining = true;
+            if !n.deleting {
+                delete(st, k, Propagation::Background).await;
+            }
+        }
+    }
+    if !remaining {
+        edit(st, key, |v| {
+            if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("finalizers");
+            }
+            true
+        })
+        .await;
+    }
+}
+
+fn remove_owner_ref(v: &mut Value, uid: &str) -> bool {
+    let Some(refs) = v
+        .pointer_mut("/metadata/ownerReferences")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let before = refs.len();
+    refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
+    let changed = refs.len() != before;
+    if refs.is_empty()
+        && let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        m.remove("ownerReferences");
+    }
+    changed
+}
+
+fn remove_finalizer(v: &mut Value, name: &str) -> bool {
+    let mut f = crate::object::finalizers(v);
+    let before = f.len();
+    f.retain(|x| x != name);
+    if f.len() == before {
+        return false;
+    }
+    crate::object::set_finalizers(v, &f);
+    true
+}
+
+/// Read-modify-write of one stored object with its revision as precondition; completes the
+/// deletion of an object whose last finalizer went (a namespace: when its spec finalizers
+/// are gone too).
+async fn edit(st: &ServerState, key: &str, change: impl Fn(&mut Value) -> bool) {
+    for _ in 0..8 {
+        let Some(cur) = st.store.get(key) else { return };
+        let Ok(mut v) = serde_json::from_slice::<Value>(&cur.raw) else {
+            return;
+        };
+        if !change(&mut v) {
+            return;
+        }
+        let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
+        let grace = v
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let spec_finalizers = v
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
+        let result = if deleting
+            && grace == 0
+            && crate::object::finalizers(&v).is_empty()
+            && !spec_finalizers
+        {
+            st.store.delete(key.to_string(), Some(cur.rv)).await
+        } else {
+            st.store.update(key.to_string(), v, Some(cur.rv)).await
+        };
+        match result {
+            Ok(_) | Err(StoreError::NotFound(_)) => return,
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => {
+                tracing::warn!(key, error = %e, "garbage collector write failed");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn targets_from_keys() {
+        let t = target_of("/jobs.batch/default/pi").unwrap();
+        assert_eq!(t.resource.kind, Kind::Job);
+        assert_eq!(t.namespace.as_deref(), Some("default"));
+        assert_eq!(t.name.as_deref(), Some("pi"));
+        let t = target_of("/namespaces/x").unwrap();
+        assert_eq!(t.resource.kind, Kind::Namespace);
+        assert_eq!(
+            target_of("/events/ns/e").unwrap().resource.kind,
+            Kind::Event
+        );
+        assert!(target_of("/nothing/x").is_none());
+    }
+
+    #[test]
+    fn graph_tracks_owners_across_namespaces() {
+        let mut g = Graph::default();
+        g.upsert(
+            "/jobs.batch/a/pi",
+            &json!({"metadata": {"uid": "J", "namespace": "a"}}),
+        );
+        g.upsert(
+            "/pods/a/p",
+            &json!({"metadata": {"uid": "P", "namespace": "a", "ownerReferences": [{"uid": "J", "blockOwnerDeletion": true}]}}),
+        );
+        g.upsert(
+            "/pods/b/q",
+            &json!({"metadata": {"uid": "Q", "namespace": "b", "ownerReferences": [{"uid": "J"}]}}),
+        );
+        assert_eq!(g.dependents_of("J").len(), 2);
+        let p = g.nodes.get("/pods/a/p").unwrap().clone();
+        let q = g.nodes.get("/pods/b/q").unwrap().clone();
+        assert!(g.owner_live(&p, "J"));
+        assert!(
+            !g.owner_live(&q, "J"),
+            "owner references do not cross namespaces"
+        );
+        g.remove("/jobs.batch/a/pi");
+        assert!(!g.owner_live(&p, "J"));
+        g.remove("/pods/a/p");
+        assert_eq!(g.dependents_of("J"), vec!["/pods/b/q".to_string()]);
+    }
+
+    #[test]
+    fn owner_ref_and_finalizer_edits() {
+        let mut v = json!({"metadata": {"finalizers": ["orphan", "x/y"], "ownerReferences": [{"uid": "J"}, {"uid": "K"}]}});
+        assert!(remove_owner_ref(&mut v, "J"));
+        assert!(!remove_owner_ref(&mut v, "J"));
+        assert!(remove_owner_ref(&mut v, "K"));
+        assert!(v.pointer("/metadata/ownerReferences").is_none());
+        assert!(remove_finalizer(&mut v, "orphan"));
+        assert_eq!(crate::object::finalizers(&v), vec!["x/y".to_string()]);
+    }
+}
