@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
-use kbatch_store::{EventType, Object, StoreError};
+use kbatch_store::{EventType, Object, StoreError, WatchEvent};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -134,11 +134,9 @@ pub async fn watch(st: &State, t: &Target, q: &Query) -> Result<Response, ApiErr
                         Some(Err(e)) => error_line(&crate::handlers::store_err(res, "", e)),
                         Some(Ok(ev)) => {
                             last_rv = ev.object.rv;
-                            if !filter.matches(&ev.object) {
-                                continue;
-                            }
+                            let Some(kind) = filtered_type(&filter, &ev) else { continue };
                             match render(res, &ev.object) {
-                                Some(bytes) => event_line(type_name(ev.kind), &bytes),
+                                Some(bytes) => event_line(kind, &bytes),
                                 None => continue,
                             }
                         }
@@ -154,6 +152,94 @@ pub async fn watch(st: &State, t: &Target, q: &Query) -> Result<Response, ApiErr
     Ok(stream_response(rx))
 }
 
+/// The event type a filtered watcher sees, as upstream's watch cache decides it: an object
+/// entering the selector is ADDED, one leaving it is DELETED, others are not sent.
+fn filtered_type(filter: &Filter, ev: &WatchEvent) -> Option<&'static str> {
+    if filter.is_empty() {
+        return Some(type_name(ev.kind));
+    }
+    let now = filter.matches(&ev.object);
+    match ev.kind {
+        EventType::Added | EventType::Deleted => now.then_some(type_name(ev.kind)),
+        EventType::Modified => {
+            let before = ev.prev.as_ref().map_or(now, |p| filter.matches(p));
+            match (before, now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            }
+        }
+    }
+}
+
 fn render(res: &Resource, o: &Object) -> Option<Bytes> {
     output_bytes(res, o).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Kind;
+    use crate::selector::{FieldSelector, LabelSelector};
+    use std::sync::Arc;
+
+    fn obj(rv: u64, app: &str) -> Arc<Object> {
+        let raw = format!(
+            r#"{{"metadata":{{"name":"p","labels":{{"app":"{app}"}},"resourceVersion":"{rv}"}}}}"#
+        );
+        Arc::new(Object {
+            key: "/pods/d/p".into(),
+            rv,
+            raw: Bytes::from(raw),
+        })
+    }
+
+    #[test]
+    fn selector_transitions() {
+        let f = Filter {
+            kind: Kind::Pod,
+            label: LabelSelector::parse("app=a").unwrap(),
+            field: FieldSelector::default(),
+        };
+        let ev = |kind, prev: Option<&str>, now: &str| WatchEvent {
+            kind,
+            object: obj(2, now),
+            prev: prev.map(|p| obj(1, p)),
+        };
+        assert_eq!(
+            filtered_type(&f, &ev(EventType::Added, None, "a")),
+            Some("ADDED")
+        );
+        assert_eq!(filtered_type(&f, &ev(EventType::Added, None, "b")), None);
+        assert_eq!(
+            filtered_type(&f, &ev(EventType::Modified, Some("a"), "a")),
+            Some("MODIFIED")
+        );
+        assert_eq!(
+            filtered_type(&f, &ev(EventType::Modified, Some("b"), "a")),
+            Some("ADDED")
+        );
+        assert_eq!(
+            filtered_type(&f, &ev(EventType::Modified, Some("a"), "b")),
+            Some("DELETED")
+        );
+        assert_eq!(
+            filtered_type(&f, &ev(EventType::Modified, Some("b"), "b")),
+            None
+        );
+        assert_eq!(
+            filtered_type(&f, &ev(EventType::Deleted, Some("a"), "a")),
+            Some("DELETED")
+        );
+        let all = Filter {
+            kind: Kind::Pod,
+            label: LabelSelector::default(),
+            field: FieldSelector::default(),
+        };
+        assert_eq!(
+            filtered_type(&all, &ev(EventType::Modified, Some("b"), "b")),
+            Some("MODIFIED")
+        );
+    }
 }

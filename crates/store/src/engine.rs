@@ -6,7 +6,7 @@
 //! - `log`: rv -> (event type, key, JSON) for the revisions in the history window;
 //! - `meta`: `revision` (last committed) and `compacted` (last revision dropped from the log).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -120,6 +120,7 @@ impl RedbEngine {
             events.push(WatchEvent {
                 kind,
                 object: Arc::new(Object { key, rv, raw }),
+                prev: None,
             });
         }
         drop((meta, table, log, rtx));
@@ -140,7 +141,14 @@ impl RedbEngine {
             );
         }
         let keep_from = start.max(events.len().saturating_sub(history_cap));
-        let history: VecDeque<WatchEvent> = events.drain(keep_from..).collect();
+        let mut history: VecDeque<WatchEvent> = events.drain(keep_from..).collect();
+        // Previous states are not persisted: within the window, each change's previous state
+        // is the key's preceding event.
+        let mut last: HashMap<String, Arc<Object>> = HashMap::new();
+        for ev in history.iter_mut() {
+            ev.prev = last.get(&ev.object.key).cloned();
+            last.insert(ev.object.key.clone(), Arc::clone(&ev.object));
+        }
         let compacted = revision - history.len() as u64;
 
         let engine = RedbEngine { db, durable };

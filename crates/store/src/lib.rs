@@ -53,6 +53,10 @@ pub enum EventType {
 pub struct WatchEvent {
     pub kind: EventType,
     pub object: Arc<Object>,
+    /// The object's state before this change, when known (`None` for a create, and for a
+    /// change whose previous state fell out of the history before a restart). Lets a
+    /// filtered watch tell an object entering or leaving its selector.
+    pub prev: Option<Arc<Object>>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -217,13 +217,13 @@ impl Writer {
             }),
             _ => Ok(()),
         };
-        let (kind, object) = match op {
+        let (kind, object, prev) = match op {
             Op::Create { key, value } => {
                 if current(overlay, &key).is_some() {
                     return Err(StoreError::AlreadyExists(key));
                 }
                 let raw = codec::stamped_bytes(value, rv)?;
-                (EventType::Added, Arc::new(Object { key, rv, raw }))
+                (EventType::Added, Arc::new(Object { key, rv, raw }), None)
             }
             Op::Update {
                 key,
@@ -235,7 +235,11 @@ impl Writer {
                 };
                 check(&key, &cur, expected_rv)?;
                 let raw = codec::stamped_bytes(value, rv)?;
-                (EventType::Modified, Arc::new(Object { key, rv, raw }))
+                (
+                    EventType::Modified,
+                    Arc::new(Object { key, rv, raw }),
+                    Some(cur),
+                )
             }
             Op::Delete { key, expected_rv } => {
                 let Some(cur) = current(overlay, &key) else {
@@ -243,7 +247,11 @@ impl Writer {
                 };
                 check(&key, &cur, expected_rv)?;
                 let raw = codec::restamp(&cur.raw, rv)?;
-                (EventType::Deleted, Arc::new(Object { key, rv, raw }))
+                (
+                    EventType::Deleted,
+                    Arc::new(Object { key, rv, raw }),
+                    Some(cur),
+                )
             }
         };
         let after = match kind {
@@ -251,6 +259,6 @@ impl Writer {
             _ => Some(Arc::clone(&object)),
         };
         overlay.insert(object.key.clone(), after);
-        Ok(WatchEvent { kind, object })
+        Ok(WatchEvent { kind, object, prev })
     }
 }

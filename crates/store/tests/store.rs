@@ -556,3 +556,40 @@ async fn non_durable_store_persists_on_close() {
     let s = open(dir.path(), 10);
     assert_eq!(s.revision(), 1);
 }
+
+#[tokio::test]
+async fn events_carry_the_previous_state_live_and_after_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let k = "/jobs/default/p".to_owned();
+    {
+        let s = open(dir.path(), 100);
+        s.create(k.clone(), doc("p", 1)).await.expect("create");
+        s.update(k.clone(), doc("p", 2), None)
+            .await
+            .expect("update");
+        s.delete(k.clone(), None).await.expect("delete");
+        let mut w = s.watch("/jobs/", 0).expect("watch");
+        let added = next_event(&mut w).await;
+        assert_eq!(added.kind, EventType::Added);
+        assert!(added.prev.is_none());
+        let modified = next_event(&mut w).await;
+        assert_eq!(modified.prev.as_ref().map(|p| p.rv), Some(1));
+        let deleted = next_event(&mut w).await;
+        assert_eq!(deleted.kind, EventType::Deleted);
+        assert_eq!(deleted.prev.as_ref().map(|p| p.rv), Some(2));
+        s.close().await;
+    }
+    let s = open(dir.path(), 100);
+    let mut w = s.watch("/jobs/", 0).expect("watch after restart");
+    assert!(next_event(&mut w).await.prev.is_none());
+    let modified = next_event(&mut w).await;
+    assert_eq!(
+        modified.prev.as_ref().map(|p| p.rv),
+        Some(1),
+        "rebuilt from the history"
+    );
+    assert_eq!(
+        next_event(&mut w).await.prev.as_ref().map(|p| p.rv),
+        Some(2)
+    );
+}
