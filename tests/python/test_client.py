@@ -1,0 +1,238 @@
+"""The Python `kubernetes` client (unmodified) against `kbatch up`."""
+
+import json
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+NS = "default"
+
+
+def job_body(name, labels=None):
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox", "command": ["true"]}],
+                }
+            }
+        },
+    }
+
+
+def pod_body(name):
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox", "command": ["true"]}],
+        },
+    }
+
+
+def as_dict(obj):
+    """Delete answers are a plain dict in newer clients and a model in older ones."""
+    return obj if isinstance(obj, dict) else client.ApiClient().sanitize_for_serialization(obj)
+
+
+def api_error(fn, *args, **kwargs):
+    """Call fn, expect an ApiException, return (status, parsed Status body)."""
+    with pytest.raises(ApiException) as info:
+        fn(*args, **kwargs)
+    e = info.value
+    body = json.loads(e.body)
+    assert body["kind"] == "Status" and body["status"] == "Failure", body
+    assert body["code"] == e.status, body
+    return e.status, body
+
+
+def test_job_create_get_list_patch_delete(kbatch):
+    b = kbatch.batch()
+    created = b.create_namespaced_job(NS, job_body("pyjob", {"app": "py"}))
+    assert isinstance(created, client.V1Job)
+    assert created.metadata.namespace == NS
+    assert created.metadata.uid
+    assert created.metadata.creation_timestamp is not None  # RFC 3339, parsed by the client
+    assert created.spec.backoff_limit == 6
+    assert created.spec.completions == 1
+    uid = created.metadata.uid
+    assert created.spec.selector.match_labels["batch.kubernetes.io/controller-uid"] == uid
+
+    got = b.read_namespaced_job("pyjob", NS)
+    assert got.metadata.uid == uid
+    b.create_namespaced_job(NS, job_body("other", {"app": "other"}))
+    listed = b.list_namespaced_job(NS)
+    assert sorted(j.metadata.name for j in listed.items) == ["other", "pyjob"]
+    assert listed.metadata.resource_version
+    selected = b.list_namespaced_job(NS, label_selector="app=py")
+    assert [j.metadata.name for j in selected.items] == ["pyjob"]
+    everywhere = b.list_job_for_all_namespaces(field_selector="metadata.name=other")
+    assert [j.metadata.name for j in everywhere.items] == ["other"]
+
+    # A dict body is sent as a strategic merge patch.
+    patched = b.patch_namespaced_job("pyjob", NS, {"metadata": {"labels": {"tier": "x"}}, "spec": {"parallelism": 2}})
+    assert patched.metadata.labels == {"app": "py", "tier": "x"}
+    assert patched.spec.parallelism == 2
+    assert patched.metadata.generation == 2
+    # A list body is sent as a JSON patch.
+    patched = b.patch_namespaced_job(
+        "pyjob", NS, [{"op": "replace", "path": "/spec/parallelism", "value": 3}]
+    )
+    assert patched.spec.parallelism == 3
+
+    status = as_dict(b.delete_namespaced_job("pyjob", NS, propagation_policy="Background"))
+    assert (status["kind"], status["status"]) == ("Status", "Success"), status
+    assert status["details"]["name"] == "pyjob"
+    code, body = api_error(b.read_namespaced_job, "pyjob", NS)
+    assert (code, body["reason"]) == (404, "NotFound")
+
+    # Orphan keeps the Job, marked for deletion, until its dependents are released.
+    orphaned = as_dict(b.delete_namespaced_job("other", NS, propagation_policy="Orphan"))
+    assert orphaned["kind"] == "Job", orphaned
+    assert orphaned["metadata"]["deletionTimestamp"]
+    assert orphaned["metadata"]["finalizers"] == ["orphan"]
+
+
+def test_pod_create_get_list_patch_delete(kbatch):
+    c = kbatch.core()
+    p = c.create_namespaced_pod(NS, pod_body("pypod"))
+    assert p.status.phase == "Pending"
+    assert p.spec.termination_grace_period_seconds == 30
+    assert c.read_namespaced_pod("pypod", NS).metadata.uid == p.metadata.uid
+    assert [x.metadata.name for x in c.list_namespaced_pod(NS).items] == ["pypod"]
+    assert "pypod" in [x.metadata.name for x in c.list_pod_for_all_namespaces().items]
+
+    patched = c.patch_namespaced_pod("pypod", NS, {"metadata": {"labels": {"k": "v"}}})
+    assert patched.metadata.labels == {"k": "v"}
+    running = c.patch_namespaced_pod_status("pypod", NS, {"status": {"phase": "Running"}})
+    assert running.status.phase == "Running"
+    assert int(running.metadata.resource_version) > int(patched.metadata.resource_version)
+    assert c.read_namespaced_pod_status("pypod", NS).status.phase == "Running"
+
+    deleted = as_dict(c.delete_namespaced_pod("pypod", NS))
+    assert (deleted["kind"], deleted["metadata"]["name"]) == ("Pod", "pypod")  # pods return the Pod
+    code, body = api_error(c.read_namespaced_pod, "pypod", NS)
+    assert code == 404 and body["message"] == 'pods "pypod" not found'
+
+
+def test_patch_job_status(kbatch):
+    b = kbatch.batch()
+    b.create_namespaced_job(NS, job_body("st"))
+    start = "2026-01-01T00:00:00Z"
+    j = b.patch_namespaced_job_status("st", NS, {"status": {"active": 1, "ready": 0, "startTime": start}})
+    assert j.status.active == 1
+    assert j.status.start_time.isoformat().startswith("2026-01-01T00:00:00")
+    # The spec cannot be changed through /status.
+    j = b.patch_namespaced_job_status("st", NS, {"spec": {"parallelism": 9}, "status": {"active": 2}})
+    assert j.spec.parallelism == 1 and j.status.active == 2
+    assert b.read_namespaced_job_status("st", NS).status.active == 2
+    # Nor the status through the main resource.
+    j = b.patch_namespaced_job("st", NS, {"status": {"active": 5}})
+    assert j.status.active == 2
+
+
+def test_watch_label_selector_added_modified_deleted(kbatch):
+    b = kbatch.batch()
+    b.create_namespaced_job(NS, job_body("watched", {"app": "py"}))
+    b.create_namespaced_job(NS, job_body("ignored", {"app": "not-py"}))
+    w = watch.Watch()
+    seen = []
+    # Without a resourceVersion the server first sends ADDED for what exists, then changes.
+    # Each change is made when the previous event arrives, so no sleeps are needed.
+    for ev in w.stream(b.list_namespaced_job, namespace=NS, label_selector="app=py", timeout_seconds=10):
+        obj = ev["object"]
+        seen.append((ev["type"], obj.metadata.name))
+        b.patch_namespaced_job("ignored", NS, {"metadata": {"annotations": {"n": str(len(seen))}}})
+        if ev["type"] == "ADDED":
+            b.patch_namespaced_job("watched", NS, {"metadata": {"annotations": {"a": "1"}}})
+        elif ev["type"] == "MODIFIED":
+            assert obj.metadata.annotations == {"a": "1"}
+            b.delete_namespaced_job("watched", NS, propagation_policy="Background")
+        elif ev["type"] == "DELETED":
+            w.stop()
+    assert seen == [("ADDED", "watched"), ("MODIFIED", "watched"), ("DELETED", "watched")]
+
+
+def test_watch_ends_after_timeout_seconds(kbatch):
+    b = kbatch.batch()
+    w = watch.Watch()
+    events = list(w.stream(b.list_namespaced_job, namespace=NS, timeout_seconds=1))
+    assert events == []
+
+
+def test_watch_resumes_from_resource_version(kbatch):
+    b = kbatch.batch()
+    created = b.create_namespaced_job(NS, job_body("rv"))
+    for i in range(3):
+        b.patch_namespaced_job("rv", NS, {"metadata": {"labels": {"i": str(i)}}})
+    b.create_namespaced_job(NS, job_body("rv2"))
+    w = watch.Watch()
+    seen = []
+    last = int(created.metadata.resource_version)
+    for ev in w.stream(
+        b.list_namespaced_job, namespace=NS, resource_version=created.metadata.resource_version, timeout_seconds=5
+    ):
+        rv = int(ev["object"].metadata.resource_version)
+        assert rv > last, "resourceVersions increase"
+        last = rv
+        seen.append((ev["type"], ev["object"].metadata.name, (ev["object"].metadata.labels or {}).get("i")))
+        if len(seen) == 4:
+            w.stop()
+    assert seen == [
+        ("MODIFIED", "rv", "0"),
+        ("MODIFIED", "rv", "1"),
+        ("MODIFIED", "rv", "2"),
+        ("ADDED", "rv2", None),
+    ]
+
+
+def test_api_exception_status_codes(kbatch):
+    b = kbatch.batch()
+    code, body = api_error(b.read_namespaced_job, "nope", NS)
+    assert (code, body["reason"], body["message"]) == (404, "NotFound", 'jobs.batch "nope" not found')
+    assert body["details"] == {"name": "nope", "group": "batch", "kind": "jobs"}
+
+    code, body = api_error(b.create_namespaced_job, "no-such-ns", job_body("x"))
+    assert (code, body["reason"]) == (404, "NotFound")
+    assert body["message"] == 'namespaces "no-such-ns" not found'
+
+    v1 = b.create_namespaced_job(NS, job_body("dup"))
+    code, body = api_error(b.create_namespaced_job, NS, job_body("dup"))
+    assert (code, body["reason"], body["message"]) == (409, "AlreadyExists", 'jobs.batch "dup" already exists')
+
+    b.patch_namespaced_job("dup", NS, {"metadata": {"labels": {"v": "2"}}})
+    v1.metadata.labels = {"v": "stale"}
+    code, body = api_error(b.replace_namespaced_job, "dup", NS, v1)
+    assert (code, body["reason"]) == (409, "Conflict")
+    assert body["message"].startswith('Operation cannot be fulfilled on jobs.batch "dup": the object has been modified')
+
+    bad = job_body("bad")
+    del bad["spec"]["template"]["spec"]["restartPolicy"]
+    code, body = api_error(b.create_namespaced_job, NS, bad)
+    assert (code, body["reason"]) == (422, "Invalid")
+    assert body["message"] == (
+        'Job.batch "bad" is invalid: spec.template.spec.restartPolicy: '
+        'Required value: valid values: "OnFailure", "Never"'
+    )
+    assert body["details"]["kind"] == "Job" and body["details"]["group"] == "batch"
+    assert body["details"]["causes"] == [
+        {
+            "reason": "FieldValueRequired",
+            "message": 'Required value: valid values: "OnFailure", "Never"',
+            "field": "spec.template.spec.restartPolicy",
+        }
+    ]
+
+    code, body = api_error(b.delete_namespaced_job, "dup", NS, propagation_policy="Foo")
+    assert (code, body["reason"]) == (422, "Invalid")
+    assert body["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Foo": '
+        'supported values: "Foreground", "Background", "Orphan", "nil"'
+    )
