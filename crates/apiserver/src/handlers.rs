@@ -16,6 +16,7 @@ use crate::request::{Query, Target};
 use crate::resources::{Kind, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::strategy::{Part, Strategy};
+use crate::table;
 
 /// Upstream's limit on request bodies (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -206,7 +207,30 @@ fn generate_name(prefix: &str) -> String {
     p
 }
 
-pub async fn get(st: &State, t: &Target, name: &str) -> Result<Response, ApiError> {
+/// A Table was asked for: its apiVersion and what each row carries.
+#[derive(Debug, Clone, Copy)]
+pub struct TableRequest {
+    pub api_version: &'static str,
+    pub include: table::IncludeObject,
+}
+
+pub fn table_request(headers: &HeaderMap, q: &Query) -> Option<TableRequest> {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    table::wants_table(accept).map(|api_version| TableRequest {
+        api_version,
+        include: table::include_object(q.get("includeObject")),
+    })
+}
+
+pub async fn get(
+    st: &State,
+    t: &Target,
+    name: &str,
+    tr: Option<TableRequest>,
+) -> Result<Response, ApiError> {
     let res = t.resource;
     let sres = storage_resource(res);
     let ns = t.namespace.as_deref().unwrap_or("");
@@ -214,6 +238,18 @@ pub async fn get(st: &State, t: &Target, name: &str) -> Result<Response, ApiErro
         .store
         .get(&sres.key(ns, name))
         .ok_or_else(|| ApiError::not_found(res.plural, res.group, name))?;
+    if let Some(tr) = tr {
+        let v = parse_stored(&o)?;
+        let row = table::row(res.kind, &v, st.now(), tr.include);
+        let t = table::table(
+            tr.api_version,
+            res.kind,
+            vec![row],
+            json!({"resourceVersion": o.rv.to_string()}),
+            true,
+        );
+        return Ok(json_response(StatusCode::OK, &t));
+    }
     object_response(res, StatusCode::OK, &o)
 }
 
@@ -271,7 +307,12 @@ impl Filter {
     }
 }
 
-pub async fn list(st: &State, t: &Target, q: &Query) -> Result<Response, ApiError> {
+pub async fn list(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    tr: Option<TableRequest>,
+) -> Result<Response, ApiError> {
     let res = t.resource;
     let sres = storage_resource(res);
     let filter = Filter::from_query(res, q)?;
@@ -323,6 +364,21 @@ pub async fn list(st: &State, t: &Target, q: &Query) -> Result<Response, ApiErro
     metadata.insert("resourceVersion".into(), json!(rv.to_string()));
     if let Some(key) = &next {
         metadata.insert("continue".into(), json!(encode_continue(rv, key)));
+    }
+    if let Some(tr) = tr {
+        let now = st.now();
+        let rows = items
+            .iter()
+            .map(|o| parse_stored(o).map(|v| table::row(res.kind, &v, now, tr.include)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let t = table::table(
+            tr.api_version,
+            res.kind,
+            rows,
+            Value::Object(metadata),
+            true,
+        );
+        return Ok(json_response(StatusCode::OK, &t));
     }
     let head = json!({"kind": format!("{}List", res.kind_name), "apiVersion": res.api_version(), "metadata": metadata});
     let head = serde_json::to_vec(&head).map_err(|e| ApiError::internal(e.to_string()))?;

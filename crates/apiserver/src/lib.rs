@@ -13,6 +13,7 @@ pub mod request;
 pub mod resources;
 pub mod selector;
 pub mod strategy;
+pub mod table;
 pub mod watch;
 
 use std::net::SocketAddr;
@@ -211,12 +212,13 @@ async fn resource(
     {
         return Err(ApiError::no_route());
     }
+    let tr = handlers::table_request(headers, q);
     match (method.clone(), t.name.as_deref(), t.subresource.as_deref()) {
         (Method::GET, None, _) => {
             if t.watch_path || q.bool("watch")? {
-                watch::watch(st, t, q).await
+                watch::watch(st, t, q, tr).await
             } else {
-                handlers::list(st, t, q).await
+                handlers::list(st, t, q, tr).await
             }
         }
         (Method::GET, Some(_), Some("log")) => Err(ApiError::not_found(
@@ -230,9 +232,9 @@ async fn resource(
             narrowed.name = None;
             let mut q2 = Query::parse(Some(&format!("fieldSelector=metadata.name%3D{name}")));
             q2.merge_from(q);
-            watch::watch(st, &narrowed, &q2).await
+            watch::watch(st, &narrowed, &q2, tr).await
         }
-        (Method::GET, Some(name), _) => handlers::get(st, t, name).await,
+        (Method::GET, Some(name), _) => handlers::get(st, t, name, tr).await,
         (Method::POST, None, None) => {
             handlers::create(st, t, q, headers, &read_body(body).await?).await
         }

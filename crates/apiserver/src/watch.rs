@@ -13,9 +13,10 @@ use tokio::sync::mpsc;
 
 use crate::State;
 use crate::error::ApiError;
-use crate::handlers::{Filter, output_bytes, storage_resource};
+use crate::handlers::{Filter, TableRequest, output_bytes, storage_resource};
 use crate::request::{Query, Target};
 use crate::resources::Resource;
+use crate::table;
 
 /// Upstream's minimum request timeout; a watch without timeoutSeconds lasts this long.
 const DEFAULT_WATCH_SECONDS: u64 = 1800;
@@ -61,7 +62,12 @@ fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
     resp
 }
 
-pub async fn watch(st: &State, t: &Target, q: &Query) -> Result<Response, ApiError> {
+pub async fn watch(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    tr: Option<TableRequest>,
+) -> Result<Response, ApiError> {
     let res = t.resource;
     let sres = storage_resource(res);
     let filter = Filter::from_query(res, q)?;
@@ -108,8 +114,13 @@ pub async fn watch(st: &State, t: &Target, q: &Query) -> Result<Response, ApiErr
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
     tokio::spawn(async move {
+        let mut render = Renderer {
+            res,
+            table: tr,
+            columns_sent: false,
+        };
         for o in initial.iter().filter(|o| filter.matches(o)) {
-            let Ok(bytes) = output_bytes(res, o) else {
+            let Some(bytes) = render.render(o) else {
                 continue;
             };
             if tx.send(event_line("ADDED", &bytes)).await.is_err() {
@@ -135,7 +146,7 @@ pub async fn watch(st: &State, t: &Target, q: &Query) -> Result<Response, ApiErr
                         Some(Ok(ev)) => {
                             last_rv = ev.object.rv;
                             let Some(kind) = filtered_type(&filter, &ev) else { continue };
-                            match render(res, &ev.object) {
+                            match render.render(&ev.object) {
                                 Some(bytes) => event_line(kind, &bytes),
                                 None => continue,
                             }
@@ -173,8 +184,32 @@ fn filtered_type(filter: &Filter, ev: &WatchEvent) -> Option<&'static str> {
     }
 }
 
-fn render(res: &Resource, o: &Object) -> Option<Bytes> {
-    output_bytes(res, o).ok()
+/// Renders event objects: the object itself, or a one-row Table (column definitions only in
+/// the first, as upstream sends them).
+struct Renderer {
+    res: &'static Resource,
+    table: Option<TableRequest>,
+    columns_sent: bool,
+}
+
+impl Renderer {
+    fn render(&mut self, o: &Object) -> Option<Bytes> {
+        let Some(tr) = self.table else {
+            return output_bytes(self.res, o).ok();
+        };
+        let v: serde_json::Value = serde_json::from_slice(&o.raw).ok()?;
+        let row = table::row(self.res.kind, &v, jiff::Timestamp::now(), tr.include);
+        let meta = json!({"resourceVersion": o.rv.to_string()});
+        let t = table::table(
+            tr.api_version,
+            self.res.kind,
+            vec![row],
+            meta,
+            !self.columns_sent,
+        );
+        self.columns_sent = true;
+        serde_json::to_vec(&t).ok().map(Bytes::from)
+    }
 }
 
 #[cfg(test)]
