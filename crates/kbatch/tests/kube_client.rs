@@ -528,13 +528,13 @@ async fn generate_name_and_dry_run() {
         .await
         .expect("still there after dry-run delete");
     assert!(
-        still
+        !still
             .metadata
             .labels
             .clone()
             .unwrap_or_default()
-            .get("x")
-            .is_none()
+            .contains_key("x"),
+        "a dry-run patch stores nothing"
     );
     let after = jobs.list(&ListParams::default()).await.expect("list");
     assert_eq!(after.items.len(), before.items.len());
