@@ -1,6 +1,7 @@
 """The Python `kubernetes` client (unmodified) against `kbatch up`."""
 
 import json
+import urllib.request
 
 import pytest
 from kubernetes import client, watch
@@ -236,3 +237,19 @@ def test_api_exception_status_codes(kbatch):
         'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Foo": '
         'supported values: "Foreground", "Background", "Orphan", "nil"'
     )
+
+
+def test_raw_watch_with_go_style_bool_and_newline_framing(kbatch):
+    """Older clients (v31) send `watch=True`; the Python watch splits the stream on newlines."""
+    b = kbatch.batch()
+    b.create_namespaced_job(NS, job_body("raw", {"app": "raw"}))
+    url = kbatch.url + "/apis/batch/v1/namespaces/default/jobs?labelSelector=app%3Draw&watch=True&timeoutSeconds=1"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200
+        body = resp.read().decode()
+    assert body.endswith("\n"), body
+    lines = body.splitlines()
+    assert len(lines) == 1, body
+    ev = json.loads(lines[0])
+    assert ev["type"] == "ADDED" and ev["object"]["metadata"]["name"] == "raw"
+    assert ev["object"]["kind"] == "Job" and ev["object"]["apiVersion"] == "batch/v1"

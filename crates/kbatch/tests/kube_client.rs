@@ -918,3 +918,57 @@ async fn reflector_store_mirrors_the_server() {
     assert_eq!(live1.spec.as_ref().and_then(|s| s.parallelism), Some(3));
     handle.abort();
 }
+
+/// Request bodies in the content types real clients send: kubectl sends YAML manifests as
+/// `application/yaml`, some clients add a charset parameter, and kubectl/python send
+/// `application/strategic-merge-patch+json` for patches.
+#[tokio::test]
+async fn write_content_types_real_clients_send() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let jobs = "/apis/batch/v1/namespaces/default/jobs";
+
+    let r = raw(
+        &client,
+        "POST",
+        jobs,
+        Some("application/json; charset=utf-8"),
+        job_json("charset").to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+
+    let r = raw(
+        &client,
+        "PATCH",
+        &format!("{jobs}/charset"),
+        Some("application/strategic-merge-patch+json"),
+        r#"{"metadata": {"labels": {"smp": "yes"}}}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["metadata"]["labels"]["smp"], "yes");
+
+    let yaml = "apiVersion: batch/v1
+kind: Job
+metadata:
+  name: from-yaml
+  labels: {format: yaml}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: [\"true\"]
+";
+    let r = raw(&client, "POST", jobs, Some("application/yaml"), yaml).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let j = r.json();
+    assert_eq!(j["metadata"]["labels"]["format"], "yaml");
+    assert_eq!(
+        j["spec"]["template"]["spec"]["containers"][0]["command"],
+        json!(["true"])
+    );
+}
