@@ -79,8 +79,56 @@ fn value_response(res: &Resource, code: StatusCode, v: Value) -> Response {
     json_response(code, &v)
 }
 
+/// `fieldValidation`: what to do about fields the type does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+impl FieldValidation {
+    /// Absent means Warn, as upstream.
+    pub fn from_query(q: &Query) -> Result<FieldValidation, ApiError> {
+        match q.get("fieldValidation") {
+            None | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation parameter unsupported value: {other:?}; valid values are Ignore, Warn and Strict"
+            ))),
+        }
+    }
+
+    /// Strict rejects unknown fields with upstream's strict decoding error; Warn returns them
+    /// as warnings.
+    fn check(self, res: &Resource, unknown: Vec<String>) -> Result<Vec<String>, ApiError> {
+        let texts: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        match self {
+            FieldValidation::Ignore => Ok(Vec::new()),
+            FieldValidation::Warn => Ok(texts),
+            FieldValidation::Strict if texts.is_empty() => Ok(Vec::new()),
+            FieldValidation::Strict => Err(crate::strategy::cannot_handle(
+                res,
+                &format!("strict decoding error: {}", texts.join(", ")),
+            )),
+        }
+    }
+}
+
+fn with_warnings(mut resp: Response, texts: &[String]) -> Response {
+    for t in texts {
+        resp = with_warning(resp, t);
+    }
+    resp
+}
+
 fn with_warning(mut resp: Response, text: &str) -> Response {
-    if let Ok(h) = HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    if let Ok(h) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
         resp.headers_mut().append("warning", h);
     }
     resp
@@ -402,6 +450,21 @@ pub async fn create(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, ApiError> {
+    let fv = FieldValidation::from_query(q)?;
+    let mut warnings = Vec::new();
+    let resp = create_checked(st, t, q, headers, body, fv, &mut warnings).await?;
+    Ok(with_warnings(resp, &warnings))
+}
+
+async fn create_checked(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    headers: &HeaderMap,
+    body: &[u8],
+    fv: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<Response, ApiError> {
     let res = t.resource;
     let sres = storage_resource(res);
     if res.namespaced && t.namespace.is_none() {
@@ -412,7 +475,8 @@ pub async fn create(
     let dry_run = q.dry_run()?;
     let v = to_storage_form(res, decode_body(headers, body)?)?;
     let strategy = Strategy::new(sres);
-    let mut v = strategy.decode_and_default(v)?;
+    let (mut v, unknown) = strategy.decode_and_default(v)?;
+    warnings.extend(fv.check(sres, unknown)?);
     if object::resource_version(&v).is_some() {
         return Err(ApiError::bad_request(
             "resourceVersion should not be set on objects to be created",
@@ -518,6 +582,20 @@ pub async fn update(
     q: &Query,
     change: Change<'_>,
 ) -> Result<Response, ApiError> {
+    let fv = FieldValidation::from_query(q)?;
+    let mut warnings = Vec::new();
+    let resp = update_checked(st, t, q, change, fv, &mut warnings).await?;
+    Ok(with_warnings(resp, &warnings))
+}
+
+async fn update_checked(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    change: Change<'_>,
+    fv: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<Response, ApiError> {
     let res = t.resource;
     let sres = storage_resource(res);
     let name = t.name.clone().unwrap_or_default();
@@ -578,7 +656,9 @@ pub async fn update(
         {
             return Err(ApiError::modified_conflict(res.plural, res.group, &name));
         }
-        let mut new = strategy.decode_and_default(new)?;
+        let (mut new, unknown) = strategy.decode_and_default(new)?;
+        warnings.clear();
+        warnings.extend(fv.check(sres, unknown)?);
         {
             let old_meta = object::meta(&old).cloned().unwrap_or_default();
             let m = meta_mut(&mut new);

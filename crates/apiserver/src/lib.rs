@@ -9,6 +9,7 @@ pub mod events;
 pub mod gc;
 pub mod handlers;
 mod object;
+pub mod openapi;
 pub mod request;
 pub mod resources;
 pub mod selector;
@@ -146,6 +147,13 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             };
         }
         "/version" => return json_response(StatusCode::OK, &discovery::version()),
+        "/openapi/v3" => return json_response(StatusCode::OK, &openapi::root()),
+        p if p.starts_with("/openapi/v3/") => {
+            return match openapi::for_path(&p["/openapi/v3/".len()..]) {
+                Ok(doc) => json_response(StatusCode::OK, &doc),
+                Err(e) => e.into_response(),
+            };
+        }
         _ => {}
     }
     let (parts, body) = req.into_parts();

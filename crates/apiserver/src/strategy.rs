@@ -53,20 +53,56 @@ impl<K> Rules<K> {
 
 /// Decode a JSON document into its typed form; the error names the field path.
 pub fn decode<K: DeserializeOwned>(res: &Resource, v: &Value) -> Result<K, ApiError> {
-    serde_path_to_error::deserialize::<_, K>(v).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
+    decode_tracking_unknown(res, v, &mut Vec::new())
+}
+
+/// Decode, also collecting the paths of fields the type does not have (upstream's strict
+/// decoding errors name them as `spec.template.spec.containers[0].foo`).
+fn decode_tracking_unknown<K: DeserializeOwned>(
+    res: &Resource,
+    v: &Value,
+    unknown: &mut Vec<String>,
+) -> Result<K, ApiError> {
+    let mut track = serde_path_to_error::Track::new();
+    let de = serde_path_to_error::Deserializer::new(v, &mut track);
+    let result = serde_ignored::deserialize(de, |path| unknown.push(field_path(&path)));
+    result.map_err(|inner| {
+        let path = track.path().to_string();
         let at = if path.is_empty() || path == "." {
             String::new()
         } else {
             format!(" at {path}")
         };
-        ApiError::bad_request(format!(
-            "{kind} in version \"{ver}\" cannot be handled as a {kind}: {inner}{at}",
-            kind = res.kind_name,
-            ver = res.version
-        ))
+        cannot_handle(res, &format!("{inner}{at}"))
     })
+}
+
+/// `<Kind> in version "<v>" cannot be handled as a <Kind>: <why>` (400).
+pub fn cannot_handle(res: &Resource, why: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "{kind} in version \"{ver}\" cannot be handled as a {kind}: {why}",
+        kind = res.kind_name,
+        ver = res.version
+    ))
+}
+
+fn field_path(p: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path as P;
+    match p {
+        P::Root => String::new(),
+        P::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        P::Map { parent, key } => {
+            let parent = field_path(parent);
+            if parent.is_empty() {
+                key.clone()
+            } else {
+                format!("{parent}.{key}")
+            }
+        }
+        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => {
+            field_path(parent)
+        }
+    }
 }
 
 fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
@@ -97,8 +133,9 @@ impl Strategy {
         Strategy { res }
     }
 
-    /// Decode-time defaulting: type-checks the document and fills defaults.
-    pub fn decode_and_default(&self, v: Value) -> Result<Value, ApiError> {
+    /// Decode-time defaulting: type-checks the document and fills defaults. Returns the
+    /// defaulted document and the paths of unknown fields (dropped, as upstream drops them).
+    pub fn decode_and_default(&self, v: Value) -> Result<(Value, Vec<String>), ApiError> {
         dispatch!(self, t_default(v))
     }
 
@@ -121,10 +158,11 @@ impl Strategy {
         &self,
         rules: &Rules<K>,
         v: Value,
-    ) -> Result<Value, ApiError> {
-        let mut k: K = decode(self.res, &v)?;
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        let mut unknown = Vec::new();
+        let mut k: K = decode_tracking_unknown(self.res, &v, &mut unknown)?;
         (rules.default)(&mut k);
-        encode(&k)
+        Ok((encode(&k)?, unknown))
     }
 
     fn t_create<K: DeserializeOwned + Serialize>(
