@@ -25,8 +25,11 @@ pub fn job_prepare_for_create(job: &mut Job) {
         .as_ref()
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.labels.clone());
+    // A label value validation will reject anyway (a name over 63 characters) is not copied,
+    // so that only upstream's `spec.template.labels` errors are reported.
     if let Some(l) = tlabels
         && job.metadata.labels.as_ref().is_none_or(|j| j.is_empty())
+        && l.values().all(|v| crate::names::label_value(v).is_empty())
     {
         job.metadata.labels = Some(l);
     }

@@ -186,7 +186,7 @@ fn job_template_spec(t: &JobTemplateSpec, path: &Path) -> ErrorList {
     if let Some(sel) = &spec.selector {
         errs.push(FieldError::invalid(
             sp.child("selector"),
-            Value::json(sel),
+            super::render::label_selector(Some(sel)),
             "`selector` will be auto-generated",
         ));
     }

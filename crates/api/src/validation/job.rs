@@ -86,7 +86,7 @@ fn generated_selector(job: &Job, spec: &JobSpec, prefixed: bool, errs: &mut Erro
     if selector_matches(spec.selector.as_ref(), &expected) == Some(false) {
         errs.push(FieldError::invalid(
             "spec.selector",
-            Value::json(&spec.selector),
+            super::render::label_selector(spec.selector.as_ref()),
             "`selector` not auto-generated",
         ));
     }
@@ -311,7 +311,7 @@ pub(crate) fn job_spec(spec: &JobSpec, path: &Path) -> ErrorList {
         if !is_indexed(spec) {
             errs.push(FieldError::invalid(
                 path.child("successPolicy"),
-                Value::json(sp),
+                super::render::success_policy(sp),
                 "requires indexed completion mode",
             ));
         } else {
@@ -877,7 +877,7 @@ pub fn job_status_update(new: &Job, old: &Job) -> ErrorList {
     if (finished_changed || uncounted_changed) && finished && uncounted_len > 0 {
         errs.push(FieldError::invalid(
             &up,
-            Value::json(&st.uncounted_terminated_pods),
+            super::render::uncounted(st.uncounted_terminated_pods.as_ref()),
             "must be empty for finished job",
         ));
     }
