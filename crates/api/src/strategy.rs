@@ -71,7 +71,7 @@ fn generate_selector(job: &mut Job) {
 pub fn job_prepare_for_update(new: &mut Job, old: &Job) {
     new.status = old.status.clone();
     if new.spec != old.spec {
-        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
     }
 }
 
@@ -90,7 +90,7 @@ pub fn cronjob_prepare_for_create(cj: &mut CronJob) {
 pub fn cronjob_prepare_for_update(new: &mut CronJob, old: &CronJob) {
     new.status = old.status.clone();
     if new.spec != old.spec {
-        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
     }
 }
 
@@ -118,7 +118,7 @@ pub fn pod_prepare_for_create(pod: &mut Pod) {
 pub fn pod_prepare_for_update(new: &mut Pod, old: &Pod) {
     new.status = old.status.clone();
     if new.spec != old.spec {
-        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
     }
 }
 

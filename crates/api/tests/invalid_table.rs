@@ -799,6 +799,16 @@ fn cases() -> Vec<(&'static str, Kind, Value, Vec<(String, String, String)>)> {
             )],
         ),
         (
+            "time zone in the wrong case",
+            Kind::CronJob,
+            json!({"spec": {"timeZone": "europe/berlin"}}),
+            vec![e(
+                "spec.timeZone",
+                INV,
+                "spec.timeZone: Invalid value: \"europe/berlin\": unknown time zone europe/berlin",
+            )],
+        ),
+        (
             "time zone Local",
             Kind::CronJob,
             json!({"spec": {"timeZone": "Local"}}),
