@@ -573,6 +573,53 @@ fn cases() -> Vec<(&'static str, Kind, Value, Vec<(String, String, String)>)> {
             )],
         ),
         (
+            "invalid generateName and the name generated from it",
+            Kind::Job,
+            json!({"metadata": {"name": "Bad-x1z2q", "generateName": "Bad-"}}),
+            vec![
+                e(
+                    "metadata.generateName",
+                    INV,
+                    &format!("metadata.generateName: Invalid value: \"Bad-\": {SUBDOMAIN_RE}"),
+                ),
+                e(
+                    "metadata.name",
+                    INV,
+                    &format!("metadata.name: Invalid value: \"Bad-x1z2q\": {SUBDOMAIN_RE}"),
+                ),
+            ],
+        ),
+        (
+            "manual selector with a bad operator and an empty In",
+            Kind::Job,
+            json!({"spec": {"manualSelector": true, "selector": {"matchExpressions": [
+                {"key": "app", "operator": "Nope"},
+                {"key": "app", "operator": "In", "values": []}
+            ]}}}),
+            vec![
+                e(
+                    "spec.selector.matchExpressions[0].operator",
+                    INV,
+                    "spec.selector.matchExpressions[0].operator: Invalid value: \"Nope\": not a valid selector operator",
+                ),
+                e(
+                    "spec.selector.matchExpressions[1].values",
+                    REQ,
+                    "spec.selector.matchExpressions[1].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                ),
+            ],
+        ),
+        (
+            "ephemeral containers in a pod template",
+            Kind::Job,
+            json!({"spec": {"template": {"spec": {"ephemeralContainers": [{"name": "dbg", "image": "busybox"}]}}}}),
+            vec![e(
+                "spec.template.spec.ephemeralContainers",
+                FORB,
+                "spec.template.spec.ephemeralContainers: Forbidden: ephemeral containers not allowed in pod template",
+            )],
+        ),
+        (
             "no containers",
             Kind::Job,
             json!({"spec": {"template": {"spec": {"containers": []}}}}),
