@@ -121,8 +121,10 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
     let mut t = i64::try_from(floor).ok()?.checked_add(1)?;
     let mut added = false;
     let year_limit = clock(tz, t)?.year + 5;
-    // A guard against any unforeseen non-terminating walk; real schedules need far fewer steps.
-    let mut budget: u32 = 10_000_000;
+    // robfig can loop forever where a zone skips a whole day (Pacific/Apia, 2011-12-30): the
+    // day step lands back where it started. That fixed point is caught below; this budget
+    // guards against any other cycle, and real schedules need far fewer steps.
+    let mut budget: u32 = 1_000_000;
     let mut step = || {
         budget = budget.checked_sub(1)?;
         Some(())
@@ -142,8 +144,12 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
                 t = date(tz, c.year, c.month, 1, (0, 0, 0))?;
                 c = clock(tz, t)?;
             }
+            let before = t;
             t = add_date(tz, &c, 1, 0)?;
             c = clock(tz, t)?;
+            if t == before {
+                return None;
+            }
             if c.month == 1 {
                 continue 'wrap;
             }
@@ -156,6 +162,7 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
                 t = date(tz, c.year, c.month, c.day, (0, 0, 0))?;
                 c = clock(tz, t)?;
             }
+            let before = t;
             t = add_date(tz, &c, 0, 1)?;
             c = clock(tz, t)?;
             // Where midnight does not exist the day lands on 23:00 or 01:00; robfig nudges it
@@ -167,6 +174,9 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
                     t -= c.hour * 3600;
                 }
                 c = clock(tz, t)?;
+            }
+            if t == before {
+                return None;
             }
             if c.day == 1 {
                 continue 'wrap;
