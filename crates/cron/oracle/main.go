@@ -70,16 +70,22 @@ func main() {
 			fmt.Fprintf(w, "%s\tERR\t%s\n", prefix, strconv.Quote(err.Error()))
 			continue
 		}
-		out := []string{}
+		// Each time is flushed as soon as it is known, so that a caller that has to give up
+		// on a Next that never returns still sees the times before it.
+		fmt.Fprintf(w, "%s\tOK\t", prefix)
 		for i := 0; i < n; i++ {
+			if i > 0 {
+				w.WriteString(" ")
+			}
 			t = s.Next(t)
 			if t.IsZero() {
-				out = append(out, "ZERO")
+				w.WriteString("ZERO")
 				break
 			}
-			out = append(out, t.Format(time.RFC3339))
+			w.WriteString(t.Format(time.RFC3339))
+			w.Flush()
 		}
-		fmt.Fprintf(w, "%s\tOK\t%s\n", prefix, strings.Join(out, " "))
+		w.WriteString("\n")
 	}
 	if err := sc.Err(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -955,4 +955,22 @@ fn random_strings_do_not_panic() {
         }
     }
     assert!(parsed > 0);
+
+    // Arbitrary code points around cron-looking text.
+    for _ in 0..3000 {
+        let n = (rng.next() % 12) as usize;
+        let spec: String = (0..n)
+            .map(|_| match rng.next() % 4 {
+                0 => char::from_u32((rng.next() % 0x11_0000) as u32).unwrap_or('?'),
+                1 => char::from_u32((rng.next() % 0x80) as u32).unwrap_or('?'),
+                _ => " */-,0123456789?@"
+                    .chars()
+                    .nth((rng.next() % 17) as usize)
+                    .unwrap_or(' '),
+            })
+            .collect();
+        if let Ok(s) = Schedule::parse(&spec) {
+            let _ = s.next(start, &zone);
+        }
+    }
 }

@@ -76,8 +76,10 @@ fn matches_robfig_golden_vectors() {
         let want = match cols[4] {
             "ERR" => format!("ERR\t{}", unquote(cols[5])),
             "OK" => format!("OK\t{}", cols[5]),
-            // robfig never returns; this only checks that we do.
-            "HANG" => String::new(),
+            // robfig's Next never returned after these times (a zone skipped a whole day);
+            // we answer `None` there.
+            "HANG" if cols[5].is_empty() => "OK\tZERO".to_string(),
+            "HANG" => format!("OK\t{} ZERO", cols[5]),
             other => panic!("line {}: unknown status {other}", lineno + 1),
         };
         let got = match Schedule::parse(&expr) {
@@ -100,9 +102,6 @@ fn matches_robfig_golden_vectors() {
                 format!("OK\t{}", times.join(" "))
             }
         };
-        if want.is_empty() {
-            continue;
-        }
         checked += 1;
         // robfig panics on a zone prefix without a following space; any error is acceptable.
         if want.starts_with("ERR\tPANIC") && got.starts_with("ERR\t") {
