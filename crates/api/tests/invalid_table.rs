@@ -371,6 +371,33 @@ fn cases() -> Vec<(&'static str, Kind, Value, Vec<(String, String, String)>)> {
             )],
         ),
         (
+            "successPolicy on an Indexed job without completions (upstream would panic)",
+            Kind::Job,
+            json!({"spec": {"completionMode": "Indexed", "parallelism": 2, "successPolicy": {"rules": [{"succeededIndexes": "0-1", "succeededCount": 1}]}}}),
+            vec![e(
+                "spec.completions",
+                REQ,
+                "spec.completions: Required value: when completion mode is Indexed",
+            )],
+        ),
+        (
+            "bad succeededIndexes also caps succeededCount at zero",
+            Kind::Job,
+            json!({"spec": {"completionMode": "Indexed", "completions": 5, "successPolicy": {"rules": [{"succeededIndexes": "9", "succeededCount": 1}]}}}),
+            vec![
+                e(
+                    "spec.successPolicy.rules[0].succeededIndexes",
+                    INV,
+                    "spec.successPolicy.rules[0].succeededIndexes: Invalid value: \"9\": error parsing succeededIndexes: too large index: \"9\"",
+                ),
+                e(
+                    "spec.successPolicy.rules[0].succeededCount",
+                    INV,
+                    "spec.successPolicy.rules[0].succeededCount: Invalid value: 1: must be less than or equal to 0 (the number of indexes in the specified succeededIndexes field)",
+                ),
+            ],
+        ),
+        (
             "podFailurePolicy action empty",
             Kind::Job,
             pfp(json!([{"action": "", "onExitCodes": {"operator": "In", "values": [1]}}])),
