@@ -157,6 +157,41 @@ pub fn namespace_prepare_for_create(ns: &mut k8s_openapi::api::core::v1::Namespa
     });
 }
 
+/// Namespace update: status changes go through `/status` (or finalization) only.
+pub fn namespace_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Namespace,
+    old: &k8s_openapi::api::core::v1::Namespace,
+) {
+    new.status = old.status.clone();
+}
+
+/// Namespace `/status` update: spec from old.
+pub fn namespace_status_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Namespace,
+    old: &k8s_openapi::api::core::v1::Namespace,
+) {
+    new.spec = old.spec.clone();
+}
+
+/// Node create: a client-supplied status is kept (the node agent reports it), as upstream.
+pub fn node_prepare_for_create(_node: &mut k8s_openapi::api::core::v1::Node) {}
+
+/// Node update: status from old.
+pub fn node_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Node,
+    old: &k8s_openapi::api::core::v1::Node,
+) {
+    new.status = old.status.clone();
+}
+
+/// Node `/status` update: spec from old.
+pub fn node_status_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Node,
+    old: &k8s_openapi::api::core::v1::Node,
+) {
+    new.spec = old.spec.clone();
+}
+
 /// `qos.GetPodQOS` over CPU and memory of all containers and init containers.
 pub fn qos_class(spec: &PodSpec) -> &'static str {
     let mut requests: BTreeMap<&str, f64> = BTreeMap::new();
