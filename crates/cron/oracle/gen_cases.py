@@ -277,7 +277,26 @@ for i in range(900):
         expr = f"{rng.choice(['TZ', 'CRON_TZ'])}={rng.choice(RANDOM_ZONES)} {expr}"
     add(expr, rand_start(), rng.choice(RANDOM_ZONES), rng.choice([3, 5, 8]))
 
-# 6. Random garbage: only the parse result matters.
+# 6. Random expressions started shortly before DST transitions.
+for z in ["America/New_York", "Europe/London", "Australia/Lord_Howe", "Pacific/Chatham",
+          "Europe/Berlin", "America/Havana", "America/Santiago", "Africa/Casablanca",
+          "Antarctica/Troll", "America/St_Johns", "Europe/Dublin"]:
+    for tr in transitions(z, 2024, 2027):
+        for _ in range(12):
+            fields = [rand_field(lo, hi, names, False) for lo, hi, names in FIELDS]
+            if rng.random() < 0.5:
+                fields[1] = str(rng.randint(0, 4))
+            if rng.random() < 0.3:
+                fields[2] = "*"
+                fields[4] = "*"
+            expr = " ".join(fields)
+            if rng.random() < 0.15:
+                expr = rng.choice(["@hourly", "@daily", "@every 1h", "@every 30m", "@weekly"])
+            start = tr - timedelta(minutes=rng.randint(1, 60 * 30),
+                                   seconds=rng.choice([0, 0, 17]))
+            add(expr, start.strftime("%Y-%m-%dT%H:%M:%SZ"), z, rng.choice([4, 8, 12]))
+
+# 7. Random garbage: only the parse result matters.
 ALPHABET = list("0123456789*?/-,, @LW#") + ["JAN", "mon", "TZ=", "@every ", "h", "m", "s", ".",
                                                "\u00e9", "\t", "  "]
 for i in range(400):

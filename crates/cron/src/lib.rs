@@ -214,8 +214,10 @@ impl Schedule {
     }
 
     /// The first activation strictly after `after`, in the schedule's zone (from the TZ= prefix,
-    /// else `default_zone`); `None` where robfig returns the zero time (nothing within five
-    /// years, e.g. `0 0 30 2 *`) or beyond jiff's supported range.
+    /// else `default_zone`, which plays Go's `time.Local`: upstream passes the controller's local
+    /// time). `None` where robfig returns the zero time (nothing within five years, e.g.
+    /// `0 0 30 2 *`), where robfig's walk would never return (a zone that skips a whole day,
+    /// such as Pacific/Apia on 2011-12-30), or beyond jiff's supported range.
     pub fn next(&self, after: Timestamp, default_zone: &TimeZone) -> Option<Timestamp> {
         match self.kind {
             Kind::Spec(ref f) => {
