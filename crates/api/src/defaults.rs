@@ -84,9 +84,9 @@ pub fn cronjob(cj: &mut CronJob) {
     if spec.failed_jobs_history_limit.is_none() {
         spec.failed_jobs_history_limit = Some(1);
     }
-    if let Some(js) = spec.job_template.spec.as_mut() {
-        pod_template(&mut js.template);
-    }
+    // Go's job template spec is a value, so its pod template is always defaulted.
+    let js = spec.job_template.spec.get_or_insert_with(Default::default);
+    pod_template(&mut js.template);
 }
 
 /// Pod-template defaults (the pod spec and its containers).

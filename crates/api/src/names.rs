@@ -185,27 +185,6 @@ pub fn label_value(value: &str) -> Vec<String> {
     errs
 }
 
-/// `IsCIdentifier`-style check used for env var names is not upstream's (which accepts any
-/// printable ASCII except `=`); this is that rule (`IsEnvVarName`).
-pub fn env_var_name(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.is_empty()
-        || !value
-            .bytes()
-            .all(|c| (b' '..=b'~').contains(&c) && c != b'=')
-    {
-        errs.push("a valid environment variable name must consist only of printable ASCII characters other than '='".to_string());
-    }
-    if value == "." {
-        errs.push("must not be '.'".to_string());
-    } else if value == ".." {
-        errs.push("must not be '..'".to_string());
-    } else if value.starts_with("..") {
-        errs.push("must not start with '..'".to_string());
-    }
-    errs
-}
-
 /// `IsValidPortName` (IANA service name).
 pub fn port_name(value: &str) -> Vec<String> {
     let mut errs = Vec::new();

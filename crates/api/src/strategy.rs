@@ -25,8 +25,11 @@ pub fn job_prepare_for_create(job: &mut Job) {
         .as_ref()
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.labels.clone());
+    // A label value validation will reject anyway (a name over 63 characters) is not copied,
+    // so that only upstream's `spec.template.labels` errors are reported.
     if let Some(l) = tlabels
         && job.metadata.labels.as_ref().is_none_or(|j| j.is_empty())
+        && l.values().all(|v| crate::names::label_value(v).is_empty())
     {
         job.metadata.labels = Some(l);
     }
@@ -68,7 +71,7 @@ fn generate_selector(job: &mut Job) {
 pub fn job_prepare_for_update(new: &mut Job, old: &Job) {
     new.status = old.status.clone();
     if new.spec != old.spec {
-        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
     }
 }
 
@@ -87,7 +90,7 @@ pub fn cronjob_prepare_for_create(cj: &mut CronJob) {
 pub fn cronjob_prepare_for_update(new: &mut CronJob, old: &CronJob) {
     new.status = old.status.clone();
     if new.spec != old.spec {
-        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
     }
 }
 
@@ -115,7 +118,7 @@ pub fn pod_prepare_for_create(pod: &mut Pod) {
 pub fn pod_prepare_for_update(new: &mut Pod, old: &Pod) {
     new.status = old.status.clone();
     if new.spec != old.spec {
-        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
     }
 }
 
@@ -162,6 +165,41 @@ pub fn namespace_prepare_for_create(ns: &mut k8s_openapi::api::core::v1::Namespa
     if !finalizers.iter().any(|f| f == "kubernetes") {
         finalizers.push("kubernetes".to_string());
     }
+}
+
+/// Namespace update: status changes go through `/status` (or finalization) only.
+pub fn namespace_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Namespace,
+    old: &k8s_openapi::api::core::v1::Namespace,
+) {
+    new.status = old.status.clone();
+}
+
+/// Namespace `/status` update: spec from old.
+pub fn namespace_status_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Namespace,
+    old: &k8s_openapi::api::core::v1::Namespace,
+) {
+    new.spec = old.spec.clone();
+}
+
+/// Node create: a client-supplied status is kept (the node agent reports it), as upstream.
+pub fn node_prepare_for_create(_node: &mut k8s_openapi::api::core::v1::Node) {}
+
+/// Node update: status from old.
+pub fn node_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Node,
+    old: &k8s_openapi::api::core::v1::Node,
+) {
+    new.status = old.status.clone();
+}
+
+/// Node `/status` update: spec from old.
+pub fn node_status_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Node,
+    old: &k8s_openapi::api::core::v1::Node,
+) {
+    new.spec = old.spec.clone();
 }
 
 /// `qos.GetPodQOS` over CPU and memory of all containers and init containers.

@@ -8,6 +8,20 @@
 //!   spring-forward gap is skipped and one in a fall-back hour fires twice.
 //!
 //! Time zones come from jiff's bundled IANA database, so results do not depend on the host.
+//!
+//! ```
+//! use jiff::{Timestamp, tz::TimeZone};
+//! use kbatch_cron::Schedule;
+//!
+//! let s = Schedule::parse("TZ=America/New_York 30 2 * * *").unwrap();
+//! let after: Timestamp = "2024-03-09T12:00:00Z".parse().unwrap();
+//! // 02:30 does not exist on 2024-03-10 in New York, so that day is skipped.
+//! let next = s.next(after, &TimeZone::UTC).unwrap();
+//! assert_eq!(next.to_string(), "2024-03-11T06:30:00Z");
+//!
+//! let err = Schedule::parse("0 0 * * 7").unwrap_err();
+//! assert_eq!(err.to_string(), "end of range (7) above maximum (6): 7");
+//! ```
 
 mod golang;
 mod walk;
@@ -200,8 +214,10 @@ impl Schedule {
     }
 
     /// The first activation strictly after `after`, in the schedule's zone (from the TZ= prefix,
-    /// else `default_zone`); `None` where robfig returns the zero time (nothing within five
-    /// years, e.g. `0 0 30 2 *`) or beyond jiff's supported range.
+    /// else `default_zone`, which plays Go's `time.Local`: upstream passes the controller's local
+    /// time). `None` where robfig returns the zero time (nothing within five years, e.g.
+    /// `0 0 30 2 *`), where robfig's walk would never return (a zone that skips a whole day,
+    /// such as Pacific/Apia on 2011-12-30), or beyond jiff's supported range.
     pub fn next(&self, after: Timestamp, default_zone: &TimeZone) -> Option<Timestamp> {
         match self.kind {
             Kind::Spec(ref f) => {

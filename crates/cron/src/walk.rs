@@ -121,8 +121,10 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
     let mut t = i64::try_from(floor).ok()?.checked_add(1)?;
     let mut added = false;
     let year_limit = clock(tz, t)?.year + 5;
-    // A guard against any unforeseen non-terminating walk; real schedules need far fewer steps.
-    let mut budget: u32 = 10_000_000;
+    // robfig can loop forever where a zone skips a whole day (Pacific/Apia, 2011-12-30): the
+    // day step lands back where it started. That fixed point is caught below; this budget
+    // guards against any other cycle, and real schedules need far fewer steps.
+    let mut budget: u32 = 1_000_000;
     let mut step = || {
         budget = budget.checked_sub(1)?;
         Some(())
@@ -142,8 +144,12 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
                 t = date(tz, c.year, c.month, 1, (0, 0, 0))?;
                 c = clock(tz, t)?;
             }
+            let before = t;
             t = add_date(tz, &c, 1, 0)?;
             c = clock(tz, t)?;
+            if t == before {
+                return None;
+            }
             if c.month == 1 {
                 continue 'wrap;
             }
@@ -156,6 +162,7 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
                 t = date(tz, c.year, c.month, c.day, (0, 0, 0))?;
                 c = clock(tz, t)?;
             }
+            let before = t;
             t = add_date(tz, &c, 0, 1)?;
             c = clock(tz, t)?;
             // Where midnight does not exist the day lands on 23:00 or 01:00; robfig nudges it
@@ -167,6 +174,9 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
                     t -= c.hour * 3600;
                 }
                 c = clock(tz, t)?;
+            }
+            if t == before {
+                return None;
             }
             if c.day == 1 {
                 continue 'wrap;
@@ -224,4 +234,89 @@ fn add_date(tz: &TimeZone, c: &Clock, months: i64, days: i64) -> Option<i64> {
         c.day + days,
         (c.hour, c.minute, c.second),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Go's `time.Date` in gaps and folds, as measured with Go: it is not jiff's `Compatible`
+    /// (in New York a gap resolves to the earlier offset, in Berlin a fold to the later one).
+    #[test]
+    fn go_date_in_gaps_and_folds() {
+        for (zone, (y, m, d, h, mi), want) in [
+            (
+                "America/New_York",
+                (2024, 3, 10, 2, 30),
+                "2024-03-10T01:30:00-05:00",
+            ),
+            (
+                "America/New_York",
+                (2024, 11, 3, 1, 30),
+                "2024-11-03T01:30:00-04:00",
+            ),
+            (
+                "Europe/Berlin",
+                (2024, 3, 31, 2, 30),
+                "2024-03-31T03:30:00+02:00",
+            ),
+            (
+                "Europe/Berlin",
+                (2024, 10, 27, 2, 30),
+                "2024-10-27T02:30:00+01:00",
+            ),
+            (
+                "Australia/Lord_Howe",
+                (2024, 10, 6, 2, 15),
+                "2024-10-06T02:45:00+11:00",
+            ),
+            (
+                "Australia/Lord_Howe",
+                (2024, 4, 7, 1, 45),
+                "2024-04-07T01:45:00+10:30",
+            ),
+            (
+                "Pacific/Apia",
+                (2011, 12, 30, 0, 0),
+                "2011-12-29T00:00:00-10:00",
+            ),
+        ] {
+            let tz = TimeZone::get(zone).unwrap();
+            let got = date(&tz, y, m, d, (h, mi, 0)).unwrap();
+            let want: Timestamp = want.parse().unwrap();
+            assert_eq!(got, want.as_second(), "{zone} {y}-{m}-{d} {h}:{mi}");
+        }
+    }
+
+    #[test]
+    fn date_normalises_like_go() {
+        let utc = TimeZone::UTC;
+        let ts = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
+        assert_eq!(
+            date(&utc, 2024, 13, 1, (0, 0, 0)),
+            Some(ts("2025-01-01T00:00:00Z"))
+        );
+        assert_eq!(
+            date(&utc, 2024, 2, 30, (0, 0, 0)),
+            Some(ts("2024-03-01T00:00:00Z"))
+        );
+        assert_eq!(
+            date(&utc, 2023, 0, 1, (0, 0, 0)),
+            Some(ts("2022-12-01T00:00:00Z"))
+        );
+        assert_eq!(
+            date(&utc, 2024, 12, 32, (25, 0, 0)),
+            Some(ts("2025-01-02T01:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn civil_round_trip() {
+        for days in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+    }
 }

@@ -7,7 +7,7 @@
 //! after a revision that is still inside the history window.
 //!
 //! Layout:
-//! - `engine`: the on-disk backend (redb): current objects, the event log of the history
+//! - `engine`: the on-disk backend (fjall): current objects, the event log of the history
 //!   window, and the revision counters, all written in one transaction per commit batch.
 //! - `writer`: the single writer thread; it drains the request queue and commits every waiting
 //!   request in one transaction with one fsync (group commit).
@@ -202,7 +202,7 @@ impl Store {
         let history_cap = opts.history_events.max(1);
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::Backend(format!("create {}: {e}", dir.display())))?;
-        let (engine, loaded) = engine::RedbEngine::open(dir, history_cap, opts.durable)?;
+        let (engine, loaded) = engine::FjallEngine::open(dir, history_cap, opts.durable)?;
         tracing::info!(
             objects = loaded.objects.len(),
             revision = loaded.revision,

@@ -173,7 +173,11 @@ fn time_zone(tz: Option<&str>, path: &Path, errs: &mut ErrorList) {
     if tz == "UTC" || tz.eq_ignore_ascii_case("Local") {
         return;
     }
-    if jiff::tz::db().get(tz).is_err() {
+    // jiff's lookup ignores case; Go's LoadLocation does not, so insist on the exact name.
+    let known = jiff::tz::db()
+        .get(tz)
+        .is_ok_and(|z| z.iana_name() == Some(tz));
+    if !known {
         errs.push(FieldError::invalid(path, value, unknown));
     }
 }
@@ -186,7 +190,7 @@ fn job_template_spec(t: &JobTemplateSpec, path: &Path) -> ErrorList {
     if let Some(sel) = &spec.selector {
         errs.push(FieldError::invalid(
             sp.child("selector"),
-            Value::json(sel),
+            super::render::label_selector(Some(sel)),
             "`selector` will be auto-generated",
         ));
     }

@@ -86,7 +86,7 @@ fn generated_selector(job: &Job, spec: &JobSpec, prefixed: bool, errs: &mut Erro
     if selector_matches(spec.selector.as_ref(), &expected) == Some(false) {
         errs.push(FieldError::invalid(
             "spec.selector",
-            Value::json(&spec.selector),
+            super::render::label_selector(spec.selector.as_ref()),
             "`selector` not auto-generated",
         ));
     }
@@ -311,7 +311,7 @@ pub(crate) fn job_spec(spec: &JobSpec, path: &Path) -> ErrorList {
         if !is_indexed(spec) {
             errs.push(FieldError::invalid(
                 path.child("successPolicy"),
-                Value::json(sp),
+                super::render::success_policy(sp),
                 "requires indexed completion mode",
             ));
         } else {
@@ -536,10 +536,9 @@ fn success_policy(spec: &JobSpec, path: &Path, errs: &mut ErrorList) {
             MAX_SUCCESS_POLICY_RULES,
         ));
     }
-    // Upstream dereferences completions here; without it the Required error already fired.
-    let Some(completions) = spec.completions else {
-        return;
-    };
+    // Upstream dereferences completions here (a server panic when it is nil); we only skip
+    // the checks that need it, the Required error on completions has already been reported.
+    let completions = spec.completions;
     for (i, rule) in sp.rules.iter().enumerate() {
         let rp = rules_path.index(i);
         if rule.succeeded_count.is_none() && rule.succeeded_indexes.is_none() {
@@ -548,34 +547,43 @@ fn success_policy(spec: &JobSpec, path: &Path, errs: &mut ErrorList) {
                 "at least one of succeededCount or succeededIndexes must be specified",
             ));
         }
-        let mut total = 0i64;
+        let mut total: Option<i64> = None;
         if let Some(si) = &rule.succeeded_indexes {
             let sip = rp.child("succeededIndexes");
             if si.len() > MAX_SUCCEEDED_INDEXES_LENGTH {
                 errs.push(FieldError::too_long(&sip, MAX_SUCCEEDED_INDEXES_LENGTH));
             }
-            match validate_indexes_format(si, completions) {
-                Ok(n) => total = n,
-                Err(e) => errs.push(FieldError::invalid(
-                    &sip,
-                    si,
-                    format!("error parsing succeededIndexes: {e}"),
-                )),
+            if let Some(c) = completions {
+                match validate_indexes_format(si, c) {
+                    Ok(n) => total = Some(n),
+                    Err(e) => {
+                        total = Some(0);
+                        errs.push(FieldError::invalid(
+                            &sip,
+                            si,
+                            format!("error parsing succeededIndexes: {e}"),
+                        ))
+                    }
+                }
             }
         }
         if let Some(sc) = rule.succeeded_count {
             let cp = rp.child("succeededCount");
             nonnegative(i64::from(sc), &cp, errs);
-            if sc > completions {
+            if let Some(c) = completions
+                && sc > c
+            {
                 errs.push(FieldError::invalid(
                     &cp,
                     sc,
                     format!(
-                        "must be less than or equal to {completions} (the number of specified completions)"
+                        "must be less than or equal to {c} (the number of specified completions)"
                     ),
                 ));
             }
-            if rule.succeeded_indexes.is_some() && i64::from(sc) > total {
+            if let Some(total) = total
+                && i64::from(sc) > total
+            {
                 errs.push(FieldError::invalid(
                     &cp,
                     sc,
@@ -646,12 +654,13 @@ pub fn job_update(new: &Job, old: &Job) -> ErrorList {
             "can only be modified in tandem with spec.parallelism",
         ));
     }
-    immutable(
-        &new_spec.selector,
-        &old_spec.selector,
-        &path.child("selector"),
-        &mut errs,
-    );
+    if new_spec.selector != old_spec.selector {
+        errs.push(FieldError::invalid(
+            path.child("selector"),
+            super::render::label_selector(new_spec.selector.as_ref()),
+            super::IMMUTABLE_MSG,
+        ));
+    }
     template_update(&new_spec, &old_spec, opts, &path, &mut errs);
     immutable(
         &new_spec.completion_mode,
@@ -677,12 +686,18 @@ pub fn job_update(new: &Job, old: &Job) -> ErrorList {
         &path.child("managedBy"),
         &mut errs,
     );
-    immutable(
-        &new_spec.success_policy,
-        &old_spec.success_policy,
-        &path.child("successPolicy"),
-        &mut errs,
-    );
+    if new_spec.success_policy != old_spec.success_policy {
+        let value = new_spec
+            .success_policy
+            .as_ref()
+            .map(super::render::success_policy)
+            .unwrap_or_else(|| Value("null".to_string()));
+        errs.push(FieldError::invalid(
+            path.child("successPolicy"),
+            value,
+            super::IMMUTABLE_MSG,
+        ));
+    }
     errs
 }
 
@@ -877,7 +892,7 @@ pub fn job_status_update(new: &Job, old: &Job) -> ErrorList {
     if (finished_changed || uncounted_changed) && finished && uncounted_len > 0 {
         errs.push(FieldError::invalid(
             &up,
-            Value::json(&st.uncounted_terminated_pods),
+            super::render::uncounted(st.uncounted_terminated_pods.as_ref()),
             "must be empty for finished job",
         ));
     }

@@ -14,6 +14,7 @@ mod indexes;
 mod job;
 mod other;
 mod pod;
+pub mod render;
 
 pub use cronjob::{cronjob_create, cronjob_status_update, cronjob_update, cronjob_warnings};
 pub use indexes::{IndexParseError, parse_index_intervals, validate_indexes_format};
@@ -155,7 +156,7 @@ pub fn owner_references(
         if group.is_empty() && version == "v1" && r.kind == "Event" {
             errs.push(FieldError::invalid(
                 path,
-                Value::json(r),
+                Value(render::owner_reference(r)),
                 "/v1, Kind=Event is disallowed from being an owner",
             ));
         }
@@ -164,7 +165,7 @@ pub fn owner_references(
             match &first_controller {
                 Some(first) => errs.push(FieldError::invalid(
                     path,
-                    Value::json(refs.map(|v| v.as_slice()).unwrap_or(&[])),
+                    render::owner_references(refs.map(|v| v.as_slice()).unwrap_or(&[])),
                     format!(
                         "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {cur}"
                     ),

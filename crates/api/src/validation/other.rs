@@ -36,31 +36,60 @@ pub fn event_update(new: &Event, old: &Event) -> ErrorList {
     errs
 }
 
+/// `legacyValidateEvent` (core/v1 requests): namespace agreement for old-style events; the
+/// reporting fields and length limits once `eventTime` is set.
 fn event_common(ev: &Event, errs: &mut ErrorList) {
     let ns = ev.metadata.namespace.as_deref().unwrap_or("");
     let involved_ns = ev.involved_object.namespace.as_deref().unwrap_or("");
     let p = Path::new("involvedObject").child("namespace");
-    if involved_ns.is_empty() {
-        if !ns.is_empty() && ns != "default" {
-            errs.push(FieldError::invalid(
-                p,
-                involved_ns,
-                "does not match event.namespace",
-            ));
-        }
-    } else if ns != involved_ns {
+    let mismatch = |errs: &mut ErrorList| {
         errs.push(FieldError::invalid(
-            p,
+            p.clone(),
             involved_ns,
             "does not match event.namespace",
-        ));
-    }
-    if let Some(t) = ev.type_.as_deref()
-        && !t.is_empty()
-        && t != "Normal"
-        && t != "Warning"
-    {
-        errs.push(FieldError::not_supported("type", t, &["Normal", "Warning"]));
+        ))
+    };
+    if ev.event_time.is_none() {
+        if involved_ns.is_empty() {
+            if !ns.is_empty() && ns != "default" {
+                mismatch(errs);
+            }
+        } else if ns != involved_ns {
+            mismatch(errs);
+        }
+    } else {
+        if involved_ns.is_empty() && ns != "default" && ns != "kube-system" {
+            mismatch(errs);
+        }
+        let rc = ev.reporting_component.as_deref().unwrap_or("");
+        if rc.is_empty() {
+            errs.push(FieldError::required("reportingComponent", ""));
+        }
+        super::qualified_name(rc, &Path::new("reportingComponent"), errs);
+        for (field, value, limit) in [
+            ("reportingInstance", ev.reporting_instance.as_deref(), 128),
+            ("action", ev.action.as_deref(), 128),
+            ("reason", ev.reason.as_deref(), 128),
+        ] {
+            let v = value.unwrap_or("");
+            if v.is_empty() {
+                errs.push(FieldError::required(field, ""));
+            }
+            if v.len() > limit {
+                errs.push(FieldError::invalid(
+                    field,
+                    "",
+                    format!("can have at most {limit} characters"),
+                ));
+            }
+        }
+        if ev.message.as_deref().unwrap_or("").len() > 1024 {
+            errs.push(FieldError::invalid(
+                "message",
+                "",
+                "can have at most 1024 characters",
+            ));
+        }
     }
 }
 

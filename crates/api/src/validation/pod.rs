@@ -494,9 +494,7 @@ fn validate_env_field_path(field_path: &str, fp: &Path, errs: &mut ErrorList) {
 }
 
 fn key_ref(name: &str, key: &str, p: &Path, errs: &mut ErrorList) {
-    if !name.is_empty() {
-        dns_subdomain(name, &p.child("name"), errs);
-    }
+    dns_subdomain(name, &p.child("name"), errs);
     if key.is_empty() {
         errs.push(FieldError::required(p.child("key"), ""));
     } else {

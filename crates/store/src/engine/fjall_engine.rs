@@ -1,0 +1,179 @@
+//! fjall (LSM tree with a write-ahead journal) as the store's engine: three keyspaces written
+//! with one atomic batch per commit, the journal fsync'd before the batch is acknowledged.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+use super::{CommitBatch, Engine, Loaded, history_window};
+use crate::codec;
+use crate::{EventType, Object, StoreError, WatchEvent};
+
+/// Directory of the database inside the store directory.
+const DB_DIR: &str = "fjall";
+const META_REVISION: &[u8] = b"revision";
+const META_COMPACTED: &[u8] = b"compacted";
+/// Block cache: reads are served from memory, so the cache only helps open() and compaction.
+const CACHE_BYTES: u64 = 16 << 20;
+
+pub(crate) struct FjallEngine {
+    db: Database,
+    objects: Keyspace,
+    log: Keyspace,
+    meta: Keyspace,
+    durable: bool,
+}
+
+fn be(context: &'static str) -> impl Fn(fjall::Error) -> StoreError {
+    move |e| StoreError::Backend(format!("{context}: {e}"))
+}
+
+fn u64_of(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.try_into().ok()?))
+}
+
+impl FjallEngine {
+    pub(crate) fn open(
+        dir: &Path,
+        history_cap: usize,
+        durable: bool,
+    ) -> Result<(FjallEngine, Loaded), StoreError> {
+        let db = Database::builder(dir.join(DB_DIR))
+            .cache_size(CACHE_BYTES)
+            .open()
+            .map_err(be("open database"))?;
+        let objects = db
+            .keyspace("objects", KeyspaceCreateOptions::default)
+            .map_err(be("open objects"))?;
+        let log = db
+            .keyspace("log", KeyspaceCreateOptions::default)
+            .map_err(be("open log"))?;
+        let meta = db
+            .keyspace("meta", KeyspaceCreateOptions::default)
+            .map_err(be("open meta"))?;
+
+        let read_meta = |name: &[u8]| -> Result<u64, StoreError> {
+            match meta.get(name).map_err(be("read meta"))? {
+                None => Ok(0),
+                Some(v) => {
+                    u64_of(&v).ok_or_else(|| StoreError::Backend("corrupt meta record".to_owned()))
+                }
+            }
+        };
+        let meta_revision = read_meta(META_REVISION)?;
+        let meta_compacted = read_meta(META_COMPACTED)?;
+
+        let mut revision = meta_revision;
+        let mut loaded_objects = Vec::new();
+        for item in objects.iter() {
+            let (k, v) = item.into_inner().map_err(be("scan objects"))?;
+            let key = String::from_utf8(k.to_vec())
+                .map_err(|_| StoreError::Backend("corrupt object key".to_owned()))?;
+            let (rv, raw) = codec::decode_object(&v)
+                .ok_or_else(|| StoreError::Backend(format!("corrupt object record {key}")))?;
+            revision = revision.max(rv);
+            loaded_objects.push(Arc::new(Object { key, rv, raw }));
+        }
+
+        let mut events = Vec::new();
+        let from = meta_compacted.saturating_add(1).to_be_bytes();
+        for item in log.range(from..) {
+            let (k, v) = item.into_inner().map_err(be("scan log"))?;
+            let rv = u64_of(&k).ok_or_else(|| StoreError::Backend("corrupt log key".to_owned()))?;
+            let (kind, key, raw) = codec::decode_event(&v)
+                .ok_or_else(|| StoreError::Backend(format!("corrupt log record {rv}")))?;
+            revision = revision.max(rv);
+            events.push(WatchEvent {
+                kind,
+                object: Arc::new(Object { key, rv, raw }),
+                prev: None,
+            });
+        }
+        let (history, compacted) = history_window(events, revision, history_cap);
+
+        let engine = FjallEngine {
+            db,
+            objects,
+            log,
+            meta,
+            durable,
+        };
+        if compacted != meta_compacted || revision != meta_revision {
+            engine.fix_meta(meta_compacted, compacted, revision)?;
+        }
+        Ok((
+            engine,
+            Loaded {
+                objects: loaded_objects,
+                revision,
+                compacted,
+                history,
+            },
+        ))
+    }
+
+    /// Bring meta and the log in line with what open() decided to keep.
+    fn fix_meta(
+        &self,
+        old_compacted: u64,
+        compacted: u64,
+        revision: u64,
+    ) -> Result<(), StoreError> {
+        let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
+        for item in self.log.range(..=compacted.to_be_bytes()) {
+            let k = item.key().map_err(be("scan log"))?;
+            batch.remove(&self.log, k);
+        }
+        batch.insert(&self.meta, META_REVISION, revision.to_be_bytes());
+        batch.insert(&self.meta, META_COMPACTED, compacted.to_be_bytes());
+        batch.commit().map_err(be("commit"))?;
+        tracing::info!(
+            old_compacted,
+            compacted,
+            revision,
+            "store metadata repaired"
+        );
+        Ok(())
+    }
+}
+
+impl Engine for FjallEngine {
+    fn commit(&mut self, batch: &CommitBatch<'_>) -> Result<(), StoreError> {
+        // fjall only buffers the journal unless asked; SyncAll fsyncs it before commit returns.
+        let mode = self.durable.then_some(PersistMode::SyncAll);
+        let mut b = self.db.batch().durability(mode);
+        for ev in batch.changes {
+            let obj = &ev.object;
+            match ev.kind {
+                EventType::Added | EventType::Modified => b.insert(
+                    &self.objects,
+                    obj.key.as_str(),
+                    codec::encode_object(obj.rv, &obj.raw),
+                ),
+                EventType::Deleted => b.remove(&self.objects, obj.key.as_str()),
+            }
+            // Events that leave the window in this same batch need no log row.
+            if obj.rv > batch.compacted {
+                b.insert(
+                    &self.log,
+                    obj.rv.to_be_bytes(),
+                    codec::encode_event(ev.kind, &obj.key, &obj.raw),
+                );
+            }
+        }
+        let mut rv = batch.old_compacted.saturating_add(1);
+        while rv <= batch.compacted {
+            b.remove(&self.log, rv.to_be_bytes());
+            rv += 1;
+        }
+        b.insert(&self.meta, META_REVISION, batch.revision.to_be_bytes());
+        b.insert(&self.meta, META_COMPACTED, batch.compacted.to_be_bytes());
+        b.commit().map_err(be("commit"))?;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.db.persist(PersistMode::SyncAll).map_err(be("persist"))
+    }
+}
