@@ -854,6 +854,152 @@ async fn invalid_updates() {
         s["message"],
         "the name of the object (other) does not match the name on the URL (up)"
     );
+    // More status rules (JobManagedBy gate on): Failed needs FailureTarget; ready <= active.
+    let mut b = job.clone();
+    b["metadata"]["resourceVersion"] = Value::Null;
+    b["status"] = json!({"failed": 2, "conditions": [{"type": "Failed", "status": "True"}]});
+    expect_cause(
+        &put(b.clone(), "/status").await,
+        "status.conditions",
+        "Invalid value: cannot set Failed=True condition without the FailureTarget=true condition",
+    );
+    b["status"] = json!({"failed": 2, "active": 1, "ready": 2});
+    expect_cause(
+        &put(b, "/status").await,
+        "status.ready",
+        "Invalid value: 2: cannot set more ready pods than active",
+    );
+
+    // Indexed (elastic) completions change only in tandem with parallelism.
+    let mut ix = job_json("ix");
+    merge(
+        &mut ix,
+        &json!({"spec": {"completionMode": "Indexed", "completions": 3, "parallelism": 3}}),
+    );
+    let r = post(&client, JOBS, &ix).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let mut b = r.json();
+    b["metadata"]["resourceVersion"] = Value::Null;
+    b["spec"]["completions"] = json!(4);
+    let r = send(
+        &client,
+        "PUT",
+        &format!("{JOBS}/ix"),
+        Some("application/json"),
+        b.to_string(),
+    )
+    .await;
+    expect_cause(
+        &r,
+        "spec.completions",
+        "Invalid value: 4: can only be modified in tandem with spec.parallelism",
+    );
+    b["spec"]["parallelism"] = json!(4);
+    let r = send(
+        &client,
+        "PUT",
+        &format!("{JOBS}/ix"),
+        Some("application/json"),
+        b.to_string(),
+    )
+    .await;
+    assert_eq!(
+        r.status, 200,
+        "completions and parallelism together: {}",
+        r.body
+    );
+}
+
+/// Pod updates upstream rejects: spec fields other than the mutable few, and a terminated
+/// container going back to running.
+#[tokio::test]
+async fn invalid_pod_updates() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let r = post(&client, PODS, &pod_json("p")).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let mut pod = r.json();
+    pod["metadata"]["resourceVersion"] = Value::Null;
+    let url = format!("{PODS}/p");
+
+    let mut b = pod.clone();
+    b["spec"]["restartPolicy"] = json!("OnFailure");
+    let r = send(
+        &client,
+        "PUT",
+        &url,
+        Some("application/json"),
+        b.to_string(),
+    )
+    .await;
+    let s = status(&r, 422, "Invalid");
+    let causes = s["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        causes.iter().any(|c| c["field"] == "spec"
+            && c["reason"] == "FieldValueForbidden"
+            && c["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("Forbidden: pod updates may not change fields other than")),
+        "{}",
+        r.body
+    );
+    // The image is one of the mutable fields.
+    let mut b = pod.clone();
+    b["spec"]["containers"][0]["image"] = json!("alpine");
+    let r = send(
+        &client,
+        "PUT",
+        &url,
+        Some("application/json"),
+        b.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let cs = |state: Value| {
+        json!({"phase": "Running", "containerStatuses": [{
+            "name": "main", "image": "busybox", "imageID": "", "ready": false,
+            "restartCount": 0, "state": state
+        }]})
+    };
+    let mut b = pod.clone();
+    b["status"] = cs(json!({"terminated": {"exitCode": 0, "reason": "Completed"}}));
+    let r = send(
+        &client,
+        "PUT",
+        &format!("{url}/status"),
+        Some("application/json"),
+        b.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    b["status"] = cs(json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}}));
+    let r = send(
+        &client,
+        "PUT",
+        &format!("{url}/status"),
+        Some("application/json"),
+        b.to_string(),
+    )
+    .await;
+    let s = status(&r, 422, "Invalid");
+    let causes = s["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        causes
+            .iter()
+            .any(|c| c["field"] == "status.containerStatuses[0].state"
+                && c["reason"] == "FieldValueForbidden"
+                && c["message"] == "Forbidden: may not be transitioned to non-terminated state"),
+        "{}",
+        r.body
+    );
 }
 
 #[tokio::test]

@@ -764,13 +764,11 @@ async fn watch_too_old_resource_version_expires_and_watcher_relists() {
         other => panic!("expected a 410 ERROR event, got {other:?}"),
     }
 
-    // kube-runtime's watcher: let it list and watch, then let the server end its watch
-    // (timeoutSeconds=1) while it is not being polled, and push its resourceVersion out of
-    // history. When polled again it re-watches from the old RV, gets 410, and must re-list.
-    let cfg = watcher::Config::default()
-        .labels("group=w")
-        .timeout(1)
-        .disable_bookmarks();
+    // kube-runtime's watcher lists, yields InitDone, and sends its WATCH (from the list's
+    // resourceVersion) only when polled again. Writes made in between push that
+    // resourceVersion out of history, so the watch gets the 410 ERROR event and the watcher
+    // must re-list (the path a real watcher takes after a long disconnect).
+    let cfg = watcher::Config::default().labels("group=w");
     let mut w = watcher(jobs.clone(), cfg).boxed();
     let mut marked = job("w1");
     marked.metadata.labels = Some(BTreeMap::from([("group".into(), "w".into())]));
@@ -787,9 +785,6 @@ async fn watch_too_old_resource_version_expires_and_watcher_relists() {
             break;
         }
     }
-    // Drain until the create of w1 is seen (it may come in the list or as a watch event).
-    // Not needed for correctness; the re-list below must show both objects anyway.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
     for i in 0..20 {
         pods.create(&PostParams::default(), &pod(&format!("filler2-{i}")))
             .await
