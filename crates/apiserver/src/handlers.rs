@@ -139,6 +139,7 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> 
     let ct = content_type(headers);
     match ct.as_str() {
         "" | "application/json" | "*/*" => {}
+        "application/yaml" => return decode_yaml(body),
         other => return Err(ApiError::unsupported_media_type(other)),
     }
     let v: Value = serde_json::from_slice(body)
@@ -147,6 +148,17 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> 
         return Err(ApiError::bad_request(
             "the request body must be a JSON object",
         ));
+    }
+    Ok(v)
+}
+
+fn decode_yaml(body: &[u8]) -> Result<Value, ApiError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("error decoding request body as YAML: not UTF-8"))?;
+    let v: Value = serde_saphyr::from_str(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body as YAML: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
     }
     Ok(v)
 }
