@@ -967,3 +967,187 @@ spec:
         json!(["true"])
     );
 }
+
+#[tokio::test]
+async fn pod_binding_and_graceful_delete() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    pods.create(&PostParams::default(), &pod("g"))
+        .await
+        .expect("create pod");
+
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "g"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "kbatch-node"}});
+    let path = "/api/v1/namespaces/default/pods/g/binding";
+    let r = raw(
+        &client,
+        "POST",
+        path,
+        Some("application/json"),
+        binding.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let p = pods.get("g").await.expect("get bound pod");
+    assert_eq!(
+        p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some("kbatch-node")
+    );
+    // A pod is bound once.
+    let r = raw(
+        &client,
+        "POST",
+        path,
+        Some("application/json"),
+        binding.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.json()["reason"], "Conflict");
+
+    // A scheduled pod is deleted gracefully: it stays, marked, for its grace period (30 s).
+    let d = pods
+        .delete("g", &DeleteParams::default())
+        .await
+        .expect("graceful delete")
+        .left()
+        .expect("the pod is returned");
+    assert_eq!(d.metadata.deletion_grace_period_seconds, Some(30));
+    let ts = d.metadata.deletion_timestamp.expect("deletionTimestamp");
+    let ahead = ts.0.duration_since(server_now(&client).await.0);
+    assert!(
+        ahead.as_secs() > 20 && ahead.as_secs() <= 31,
+        "deletionTimestamp is now + grace: {ahead:?} ahead"
+    );
+    let still = pods
+        .get("g")
+        .await
+        .expect("still there during its grace period");
+    assert!(still.metadata.deletion_timestamp.is_some());
+    // A later DELETE may shorten the grace period; 0 removes the pod at once.
+    pods.delete(
+        "g",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("delete with grace 0");
+    let st = api_err(pods.get("g").await);
+    assert_eq!(st.code, 404);
+}
+
+/// The server's clock, read from a fresh object's creationTimestamp (second precision), so the
+/// check above does not depend on this machine's clock agreeing with the server's.
+async fn server_now(client: &kube::Client) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"generateName": "clock-"}}))
+        .expect("namespace fixture");
+    let created = nss
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    created
+        .metadata
+        .creation_timestamp
+        .expect("creationTimestamp")
+}
+
+#[tokio::test]
+async fn delete_collection_by_label() {
+    let server = Server::start().await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client().await);
+    for (name, team) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let mut j = job(name);
+        j.metadata.labels = Some(BTreeMap::from([("team".into(), team.into())]));
+        jobs.create(&PostParams::default(), &j)
+            .await
+            .expect("create");
+    }
+    jobs.delete_collection(
+        &DeleteParams::background(),
+        &ListParams::default().labels("team=x"),
+    )
+    .await
+    .expect("deletecollection");
+    let left: Vec<_> = jobs
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    assert_eq!(left, ["c"]);
+}
+
+#[tokio::test]
+async fn leases_and_events() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+
+    let server = Server::start().await;
+    let client = server.client().await;
+
+    // Leader election: create, then renew with optimistic concurrency.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "kbatch-controllers"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}
+    }))
+    .expect("lease fixture");
+    let l1 = leases
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create lease");
+    let mut renew = l1.clone();
+    renew.spec.as_mut().expect("spec").holder_identity = Some("b".into());
+    let l2 = leases
+        .replace("kbatch-controllers", &PostParams::default(), &renew)
+        .await
+        .expect("take over the lease");
+    assert_eq!(
+        l2.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("b")
+    );
+    // A contender holding the old version loses.
+    let st = api_err(
+        leases
+            .replace("kbatch-controllers", &PostParams::default(), &l1)
+            .await,
+    );
+    assert_eq!(st.code, 409);
+
+    // events.k8s.io/v1 events are served, and visible through core/v1 too.
+    let events: Api<Event> = Api::default_namespaced(client.clone());
+    let ev: Event = serde_json::from_value(json!({
+        "metadata": {"name": "ev1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "kbatch.dev/test",
+        "reportingInstance": "test-1",
+        "action": "Testing",
+        "reason": "Tested",
+        "type": "Normal",
+        "note": "hello",
+        "regarding": {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "namespace": "default"}
+    }))
+    .expect("event fixture");
+    let created = events
+        .create(&PostParams::default(), &ev)
+        .await
+        .expect("create events.k8s.io/v1 event");
+    assert_eq!(created.note.as_deref(), Some("hello"));
+    let got = events.get("ev1").await.expect("get event");
+    assert_eq!(got.reason.as_deref(), Some("Tested"));
+    let core: Api<CoreEvent> = Api::default_namespaced(client.clone());
+    let listed = core
+        .list(&ListParams::default().fields("involvedObject.name=j"))
+        .await
+        .expect("list core events");
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].message.as_deref(), Some("hello"));
+    assert_eq!(listed.items[0].reason.as_deref(), Some("Tested"));
+}
