@@ -313,6 +313,18 @@ pub async fn get(
     object_response(res, StatusCode::OK, &o)
 }
 
+/// A resourceVersion query parameter: a decimal revision.
+pub fn parse_resource_version(rv: Option<&str>) -> Result<Option<u64>, ApiError> {
+    match rv {
+        None => Ok(None),
+        Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid resource version {rv:?}: must be an unsigned integer"
+            ))
+        }),
+    }
+}
+
 /// An opaque continue token: the list's revision and the last key returned.
 fn encode_continue(rv: u64, key: &str) -> String {
     use base64::Engine;
@@ -377,6 +389,9 @@ pub async fn list(
     let sres = storage_resource(res);
     let filter = Filter::from_query(res, q)?;
     let limit = q.int("limit")?.filter(|l| *l > 0).map(|l| l as usize);
+    // Part of ListOptions: decoded (and rejected when malformed) even though a list ignores it.
+    q.int("timeoutSeconds")?;
+    parse_resource_version(q.get("resourceVersion"))?;
     let prefix = sres.prefix(t.namespace.as_deref());
     let (list_rv, mut start_after) = match q.get("continue") {
         Some(tok) => {

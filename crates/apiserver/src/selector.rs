@@ -212,6 +212,12 @@ impl FieldSelector {
                 )));
             };
             let key = key.trim();
+            // An `=` inside a value must be escaped (upstream's fields.UnescapeValue).
+            if value.contains('=') || key.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{sel}'; can't understand '{part}'"
+                )));
+            }
             if !supported_field(kind, key) {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {key}"
@@ -360,6 +366,8 @@ mod tests {
         let f = FieldSelector::parse("spec.nodeName=", Kind::Pod).unwrap();
         assert!(!f.matches(Kind::Pod, &pod));
         assert!(FieldSelector::parse("spec.bogus=1", Kind::Pod).is_err());
+        assert!(FieldSelector::parse("metadata.name===", Kind::Pod).is_err());
+        assert!(FieldSelector::parse("metadata.name=a=b", Kind::Pod).is_err());
         let ev = json!({"involvedObject": {"name": "pi", "kind": "Job", "uid": "u"}});
         let f = FieldSelector::parse(
             "involvedObject.name=pi,involvedObject.kind=Job",

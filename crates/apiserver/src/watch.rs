@@ -87,11 +87,7 @@ pub async fn watch(
             (page.items, page.revision)
         }
         Some(rv) => {
-            let rv = rv.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!(
-                    "invalid resourceVersion {rv:?}: must be an unsigned integer"
-                ))
-            })?;
+            let rv = crate::handlers::parse_resource_version(Some(rv))?.unwrap_or(0);
             (Vec::new(), rv)
         }
     };
