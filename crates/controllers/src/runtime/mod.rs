@@ -1,0 +1,4 @@
+//! The client-side machinery shared by the controllers, modelled on client-go and
+//! `pkg/controller` upstream.
+
+pub mod queue;
