@@ -1,4 +1,6 @@
 //! The client-side machinery shared by the controllers, modelled on client-go and
 //! `pkg/controller` upstream.
 
+pub mod clock;
+pub mod expectations;
 pub mod queue;
