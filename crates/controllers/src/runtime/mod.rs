@@ -3,4 +3,6 @@
 
 pub mod clock;
 pub mod expectations;
+pub mod informer;
+pub mod key;
 pub mod queue;
