@@ -495,3 +495,71 @@ async fn worker_loop_retries_with_backoff_and_forgets_on_success() {
     assert_eq!(seen, [0, 1, 3, 7]);
     assert_eq!(q.num_requeues(&"ns/job".to_string()), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn re_adds_during_processing_coalesce_into_one() {
+    let q = queue::<&str>();
+    q.add("foo");
+    let k = q.get().await.expect("foo");
+    for _ in 0..10 {
+        q.add("foo");
+    }
+    q.done(&k);
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.get().await, Some("foo"));
+    q.done(&"foo");
+    assert_eq!(q.len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_workers_never_share_a_key() {
+    // Real threads, no timers: checks the locking and wake-ups rather than timing.
+    let q = queue::<String>();
+    let in_flight = InFlight::default();
+    let processed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let consumers: Vec<JoinHandle<()>> = (0..8)
+        .map(|_| {
+            let q = q.clone();
+            let in_flight = in_flight.clone();
+            let processed = Arc::clone(&processed);
+            tokio::spawn(async move {
+                while let Some(key) = q.get().await {
+                    in_flight.begin(&key);
+                    tokio::task::yield_now().await;
+                    in_flight.end(&key);
+                    processed.fetch_add(1, Ordering::SeqCst);
+                    q.done(&key);
+                }
+            })
+        })
+        .collect();
+    let producers: Vec<JoinHandle<()>> = (0..8)
+        .map(|p| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                for i in 0..500 {
+                    q.add(format!("k{}", (i * 7 + p) % 20));
+                    if i % 50 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.expect("producer");
+    }
+    q.shut_down_with_drain().await;
+    for c in consumers {
+        c.await.expect("consumer");
+    }
+    assert!(
+        !in_flight.saw_overlap(),
+        "a key was processed twice at once"
+    );
+    assert!(
+        processed.load(Ordering::SeqCst) >= 20,
+        "every key processed"
+    );
+    assert_eq!(q.len(), 0);
+}
