@@ -160,17 +160,6 @@ where
     }
 }
 
-fn pod_informer(
-    api: Api<Pod>,
-    config: watcher::Config,
-) -> (Informer<Pod>, mpsc::UnboundedReceiver<Change<Pod>>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let informer = Informer::spawn(api, config, move |c| {
-        let _ = tx.send(c);
-    });
-    (informer, rx)
-}
-
 #[tokio::test]
 async fn informer_lists_watches_and_reports_old_objects() {
     let Some(server) = start(&[]).await else {
@@ -200,7 +189,8 @@ async fn informer_lists_watches_and_reports_old_objects() {
         .await
         .expect("q1");
 
-    let (informer, mut rx) = pod_informer(Api::all(client.clone()), watcher::Config::default());
+    let (informer, mut rx) =
+        Informer::spawn_channel(Api::all(client.clone()), watcher::Config::default());
     timeout(T, informer.wait_until_synced())
         .await
         .expect("synced in time")
@@ -296,7 +286,7 @@ async fn informer_relists_after_410() {
         .labels("group=w")
         .timeout(1)
         .disable_bookmarks();
-    let (informer, mut rx) = pod_informer(pods.clone(), config);
+    let (informer, mut rx) = Informer::spawn_channel(pods.clone(), config);
     timeout(T, informer.wait_until_synced())
         .await
         .expect("synced in time")

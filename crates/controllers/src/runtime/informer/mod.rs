@@ -16,6 +16,7 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
@@ -66,7 +67,7 @@ where
 {
     /// Starts listing and watching `api` (a namespace or all of them, narrowed by `config`'s
     /// selectors). `handler` runs on the informer's task after each change is in the cache, so
-    /// it should only do quick work such as enqueueing keys.
+    /// it should only do quick work such as enqueueing keys. Call within a tokio runtime.
     pub fn spawn<H>(api: Api<K>, config: watcher::Config, mut handler: H) -> Self
     where
         H: FnMut(Change<K>) + Send + 'static,
@@ -91,6 +92,20 @@ where
             }
         });
         Informer { lister, task }
+    }
+
+    /// Like [`spawn`](Informer::spawn), with the changes sent to a channel instead, for
+    /// consumers that handle them asynchronously.
+    pub fn spawn_channel(
+        api: Api<K>,
+        config: watcher::Config,
+    ) -> (Self, mpsc::UnboundedReceiver<Change<K>>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let informer = Informer::spawn(api, config, move |change| {
+            // A dropped receiver only means nobody listens any more; the cache stays current.
+            let _ = tx.send(change);
+        });
+        (informer, rx)
     }
 
     /// A handle to read the cache.
