@@ -1,0 +1,443 @@
+//! The informer's object cache: a writer that applies watcher events and reports each change
+//! with the previous object, and cloneable listers that read it.
+//!
+//! The writer can be fed by hand, so controller tests can drive a cache without a server.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use kube::Resource;
+use kube::core::{Selector, SelectorExt};
+use kube::runtime::watcher;
+use tokio::sync::watch;
+use tracing::warn;
+
+use super::{Change, InformerError};
+
+/// (namespace, name); the namespace is empty for cluster-scoped objects.
+type ObjKey = (String, String);
+
+type Objects<K> = BTreeMap<ObjKey, Arc<K>>;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct SyncState {
+    synced: bool,
+    stopped: bool,
+}
+
+struct Shared<K> {
+    objects: RwLock<Objects<K>>,
+    sync: watch::Sender<SyncState>,
+}
+
+/// A new empty cache: its writer and a lister.
+pub fn cache<K>() -> (CacheWriter<K>, Lister<K>) {
+    let shared = Arc::new(Shared {
+        objects: RwLock::new(BTreeMap::new()),
+        sync: watch::Sender::new(SyncState::default()),
+    });
+    (
+        CacheWriter {
+            shared: Arc::clone(&shared),
+            relist: None,
+        },
+        Lister { shared },
+    )
+}
+
+fn obj_key<K: Resource>(obj: &K) -> Option<ObjKey> {
+    let meta = obj.meta();
+    let name = meta.name.clone()?;
+    Some((meta.namespace.clone().unwrap_or_default(), name))
+}
+
+/// Applies watcher events to the cache. Dropping it marks the cache stopped.
+pub struct CacheWriter<K> {
+    shared: Arc<Shared<K>>,
+    // Objects of a list in progress; swapped in whole when the list ends, as client-go's
+    // Replace does, so readers never see half a list.
+    relist: Option<Objects<K>>,
+}
+
+impl<K> CacheWriter<K> {
+    fn write(&self) -> RwLockWriteGuard<'_, Objects<K>> {
+        // Writers replace whole entries, so a poisoned lock still guards a consistent map.
+        self.shared
+            .objects
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<K: Resource> CacheWriter<K> {
+    /// Applies one watcher event and returns the changes it made, in order.
+    ///
+    /// At the end of a (re-)list every listed object is reported as added or updated (updated
+    /// even if unchanged, as client-go does: handlers compare resourceVersions), then every
+    /// cached object missing from the list as deleted.
+    pub fn apply(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
+        match event {
+            watcher::Event::Init => {
+                self.relist = Some(BTreeMap::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(obj) => {
+                let Some(key) = obj_key(&obj) else {
+                    warn!("listed object without a name: ignored");
+                    return Vec::new();
+                };
+                match &mut self.relist {
+                    Some(buffer) => {
+                        buffer.insert(key, Arc::new(obj));
+                        Vec::new()
+                    }
+                    // Not expected from kube's watcher; treat as a plain upsert.
+                    None => vec![self.upsert(key, obj)],
+                }
+            }
+            watcher::Event::InitDone => {
+                let listed = self.relist.take().unwrap_or_default();
+                let changes = self.replace(listed);
+                self.shared.sync.send_modify(|s| s.synced = true);
+                changes
+            }
+            watcher::Event::Apply(obj) => {
+                let Some(key) = obj_key(&obj) else {
+                    warn!("watched object without a name: ignored");
+                    return Vec::new();
+                };
+                vec![self.upsert(key, obj)]
+            }
+            watcher::Event::Delete(obj) => {
+                let Some(key) = obj_key(&obj) else {
+                    warn!("deleted object without a name: ignored");
+                    return Vec::new();
+                };
+                self.write().remove(&key);
+                // The object of the delete event is the final state, newer than the cached one.
+                vec![Change::Deleted(Arc::new(obj))]
+            }
+        }
+    }
+
+    fn upsert(&mut self, key: ObjKey, obj: K) -> Change<K> {
+        let new = Arc::new(obj);
+        let old = self.write().insert(key, Arc::clone(&new));
+        match old {
+            Some(old) => Change::Updated { old, new },
+            None => Change::Added(new),
+        }
+    }
+
+    fn replace(&mut self, listed: Objects<K>) -> Vec<Change<K>> {
+        let mut old_objects = {
+            let mut objects = self.write();
+            std::mem::replace(&mut *objects, listed.clone())
+        };
+        let mut changes = Vec::with_capacity(listed.len());
+        for (key, new) in listed {
+            changes.push(match old_objects.remove(&key) {
+                Some(old) => Change::Updated { old, new },
+                None => Change::Added(new),
+            });
+        }
+        // Left over: gone while the watch was down.
+        changes.extend(old_objects.into_values().map(Change::Deleted));
+        changes
+    }
+}
+
+impl<K> Drop for CacheWriter<K> {
+    fn drop(&mut self) {
+        self.shared.sync.send_modify(|s| s.stopped = true);
+    }
+}
+
+/// Read access to the cache. Cloning gives another handle to the same cache.
+pub struct Lister<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for Lister<K> {
+    fn clone(&self) -> Self {
+        Lister {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K: Resource> Lister<K> {
+    fn read(&self) -> RwLockReadGuard<'_, Objects<K>> {
+        self.shared
+            .objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cached object; `namespace` is empty for cluster-scoped kinds.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.read()
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// The cached object with a `namespace/name` (or `name`) key.
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        let (ns, name) = crate::runtime::key::split_key(key).ok()?;
+        self.get(ns, name)
+    }
+
+    /// Every cached object, ordered by namespace and name.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// The cached objects of one namespace, ordered by name.
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.select(Some(namespace), |_| true)
+    }
+
+    /// The cached objects (of `namespace`, or of all namespaces) whose labels match `selector`.
+    /// An empty selector matches everything.
+    pub fn list_selected(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
+        let no_labels = BTreeMap::new();
+        self.select(namespace, |obj| {
+            selector.matches(obj.meta().labels.as_ref().unwrap_or(&no_labels))
+        })
+    }
+
+    fn select(&self, namespace: Option<&str>, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+        let objects = self.read();
+        match namespace {
+            Some(ns) => objects
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((obj_ns, _), _)| obj_ns == ns)
+                .filter(|(_, obj)| keep(obj))
+                .map(|(_, obj)| Arc::clone(obj))
+                .collect(),
+            None => objects.values().filter(|obj| keep(obj)).cloned().collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True once the first list has been applied.
+    pub fn has_synced(&self) -> bool {
+        self.shared.sync.borrow().synced
+    }
+
+    /// Waits until the first list has been applied. Fails if the informer stops before.
+    pub async fn wait_until_synced(&self) -> Result<(), InformerError> {
+        let mut rx = self.shared.sync.subscribe();
+        // The sender lives in `shared`, which this lister keeps alive: the wait cannot fail.
+        let state = rx
+            .wait_for(|s| s.synced || s.stopped)
+            .await
+            .map(|s| *s)
+            .unwrap_or(SyncState {
+                synced: false,
+                stopped: true,
+            });
+        if state.synced {
+            Ok(())
+        } else {
+            Err(InformerError::Stopped)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ObjectMeta;
+    use kube::core::Expression;
+
+    fn pod(ns: &str, name: &str, rv: &str, labels: &[(&str, &str)]) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// A change as (kind, name, old rv, new rv), for compact assertions.
+    fn describe(c: &Change<Pod>) -> (&'static str, String, String, String) {
+        let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+        let rv = |p: &Pod| p.metadata.resource_version.clone().unwrap_or_default();
+        match c {
+            Change::Added(p) => ("add", name(p), String::new(), rv(p)),
+            Change::Updated { old, new } => ("update", name(new), rv(old), rv(new)),
+            Change::Deleted(p) => ("delete", name(p), rv(p), String::new()),
+        }
+    }
+
+    fn describe_all(cs: &[Change<Pod>]) -> Vec<(&'static str, String, String, String)> {
+        cs.iter().map(describe).collect()
+    }
+
+    fn row(
+        kind: &'static str,
+        name: &str,
+        old: &str,
+        new: &str,
+    ) -> (&'static str, String, String, String) {
+        (kind, name.into(), old.into(), new.into())
+    }
+
+    fn names(pods: &[Arc<Pod>]) -> Vec<String> {
+        pods.iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn initial_list_adds_everything_then_syncs() {
+        let (mut w, l) = cache::<Pod>();
+        assert!(!l.has_synced());
+        assert!(w.apply(watcher::Event::Init).is_empty());
+        assert!(
+            w.apply(watcher::Event::InitApply(pod("a", "p1", "1", &[])))
+                .is_empty()
+        );
+        assert!(
+            w.apply(watcher::Event::InitApply(pod("a", "p2", "2", &[])))
+                .is_empty()
+        );
+        // Nothing visible until the list is complete.
+        assert!(l.is_empty());
+        assert!(!l.has_synced());
+        let changes = w.apply(watcher::Event::InitDone);
+        assert_eq!(
+            describe_all(&changes),
+            [row("add", "p1", "", "1"), row("add", "p2", "", "2")]
+        );
+        assert!(l.has_synced());
+        l.wait_until_synced().await.expect("synced");
+        assert_eq!(l.len(), 2);
+    }
+
+    #[test]
+    fn watch_events_report_the_previous_object() {
+        let (mut w, l) = cache::<Pod>();
+        w.apply(watcher::Event::Init);
+        w.apply(watcher::Event::InitDone);
+        let c = w.apply(watcher::Event::Apply(pod("a", "p", "1", &[("x", "1")])));
+        assert_eq!(describe_all(&c), [row("add", "p", "", "1")]);
+        let c = w.apply(watcher::Event::Apply(pod("a", "p", "2", &[("x", "2")])));
+        assert_eq!(describe_all(&c), [row("update", "p", "1", "2")]);
+        match &c[0] {
+            Change::Updated { old, new } => {
+                let label = |p: &Pod| p.metadata.labels.as_ref().and_then(|l| l.get("x").cloned());
+                assert_eq!(label(old).as_deref(), Some("1"));
+                assert_eq!(label(new).as_deref(), Some("2"));
+            }
+            other => panic!("expected an update, got {:?}", describe(other)),
+        }
+        assert_eq!(
+            l.get("a", "p")
+                .and_then(|p| p.metadata.resource_version.clone()),
+            Some("2".into())
+        );
+        let c = w.apply(watcher::Event::Delete(pod("a", "p", "3", &[])));
+        assert_eq!(describe_all(&c), [row("delete", "p", "3", "")]);
+        assert!(l.get("a", "p").is_none());
+    }
+
+    #[test]
+    fn relist_updates_known_adds_new_and_deletes_missing() {
+        let (mut w, l) = cache::<Pod>();
+        w.apply(watcher::Event::Init);
+        w.apply(watcher::Event::InitApply(pod("a", "kept", "1", &[])));
+        w.apply(watcher::Event::InitApply(pod("a", "gone", "2", &[])));
+        w.apply(watcher::Event::InitApply(pod("a", "same", "3", &[])));
+        w.apply(watcher::Event::InitDone);
+
+        // A re-list, as after a 410: the old objects stay visible until it completes.
+        w.apply(watcher::Event::Init);
+        w.apply(watcher::Event::InitApply(pod("a", "kept", "7", &[])));
+        w.apply(watcher::Event::InitApply(pod("a", "same", "3", &[])));
+        w.apply(watcher::Event::InitApply(pod("a", "new", "8", &[])));
+        assert_eq!(names(&l.list()), ["gone", "kept", "same"]);
+        let c = w.apply(watcher::Event::InitDone);
+        assert_eq!(
+            describe_all(&c),
+            [
+                row("update", "kept", "1", "7"),
+                row("add", "new", "", "8"),
+                row("update", "same", "3", "3"),
+                row("delete", "gone", "2", ""),
+            ]
+        );
+        assert_eq!(names(&l.list()), ["kept", "new", "same"]);
+    }
+
+    #[test]
+    fn lists_by_namespace_and_selector() {
+        let (mut w, l) = cache::<Pod>();
+        w.apply(watcher::Event::Init);
+        for p in [
+            pod("a", "a1", "1", &[("app", "x")]),
+            pod("a", "a2", "2", &[("app", "y")]),
+            pod("ab", "ab1", "3", &[("app", "x")]),
+            pod("b", "b1", "4", &[("app", "x"), ("tier", "db")]),
+        ] {
+            w.apply(watcher::Event::InitApply(p));
+        }
+        w.apply(watcher::Event::InitDone);
+        assert_eq!(names(&l.list()), ["a1", "a2", "ab1", "b1"]);
+        assert_eq!(names(&l.list_namespace("a")), ["a1", "a2"]);
+        assert!(l.list_namespace("c").is_empty());
+
+        let app_x: Selector = [("app", "x")].into_iter().collect();
+        assert_eq!(names(&l.list_selected(None, &app_x)), ["a1", "ab1", "b1"]);
+        assert_eq!(names(&l.list_selected(Some("a"), &app_x)), ["a1"]);
+        let tier: Selector = Expression::Exists("tier".into()).into();
+        assert_eq!(names(&l.list_selected(None, &tier)), ["b1"]);
+        let everything = Selector::default();
+        assert_eq!(l.list_selected(Some("ab"), &everything).len(), 1);
+
+        assert!(l.get_by_key("b/b1").is_some());
+        assert!(l.get_by_key("b/nope").is_none());
+        assert!(l.get_by_key("a/b/c").is_none());
+    }
+
+    #[tokio::test]
+    async fn wait_fails_if_the_writer_stops_before_sync() {
+        let (w, l) = cache::<Pod>();
+        let waiter = tokio::spawn({
+            let l = l.clone();
+            async move { l.wait_until_synced().await }
+        });
+        tokio::task::yield_now().await;
+        drop(w);
+        let r = waiter.await.expect("waiter");
+        assert!(matches!(r, Err(InformerError::Stopped)));
+    }
+
+    #[tokio::test]
+    async fn synced_stays_synced_after_stop() {
+        let (mut w, l) = cache::<Pod>();
+        w.apply(watcher::Event::Init);
+        w.apply(watcher::Event::InitDone);
+        drop(w);
+        assert!(l.has_synced());
+        l.wait_until_synced().await.expect("synced");
+    }
+}

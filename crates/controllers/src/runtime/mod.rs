@@ -1,0 +1,8 @@
+//! The client-side machinery shared by the controllers, modelled on client-go and
+//! `pkg/controller` upstream.
+
+pub mod clock;
+pub mod expectations;
+pub mod informer;
+pub mod key;
+pub mod queue;
