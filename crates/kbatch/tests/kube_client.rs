@@ -720,10 +720,25 @@ async fn watch_resumes_in_order_from_a_resource_version() {
         .expect("one event");
     match ev {
         // The object entered the selection with this change: upstream reports ADDED.
-        WatchEvent::Added(j) | WatchEvent::Modified(j) => {
-            assert_eq!(j.metadata.name.as_deref(), Some("wa"))
-        }
-        other => panic!("unexpected {other:?}"),
+        WatchEvent::Added(j) => assert_eq!(j.metadata.name.as_deref(), Some("wa")),
+        other => panic!("expected ADDED for an object entering the selection, got {other:?}"),
+    }
+    // Leaving the selection is reported as DELETED (with the object's new state).
+    jobs.patch(
+        "wa",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"live": "0"}}})),
+    )
+    .await
+    .expect("leave the selection");
+    let ev = tokio::time::timeout(T, stream.try_next())
+        .await
+        .expect("event in time")
+        .expect("ok")
+        .expect("one more event");
+    match ev {
+        WatchEvent::Deleted(j) => assert_eq!(j.metadata.name.as_deref(), Some("wa")),
+        other => panic!("expected DELETED for an object leaving the selection, got {other:?}"),
     }
 }
 
