@@ -102,7 +102,9 @@ class Kbatch:
 
 
 @pytest.fixture
-def kbatch(tmp_path):
+def kbatch(request, tmp_path):
+    """A fresh server per test; extra `kbatch up` flags via indirect parametrization."""
+    extra_args = list(getattr(request, "param", []))
     binary = os.environ.get("KBATCH_BIN")
     if not binary or not Path(binary).is_file():
         raise RuntimeError("set KBATCH_BIN to the kbatch binary (scripts/test does)")
@@ -111,7 +113,7 @@ def kbatch(tmp_path):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [binary, "up", "--executor", "none", "--data-dir", str(data_dir),
-             "--listen", "127.0.0.1:0"],
+             "--listen", "127.0.0.1:0", *extra_args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,

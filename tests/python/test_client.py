@@ -253,3 +253,43 @@ def test_raw_watch_with_go_style_bool_and_newline_framing(kbatch):
     ev = json.loads(lines[0])
     assert ev["type"] == "ADDED" and ev["object"]["metadata"]["name"] == "raw"
     assert ev["object"]["kind"] == "Job" and ev["object"]["apiVersion"] == "batch/v1"
+
+
+@pytest.mark.parametrize("kbatch", [["--watch-history-events", "3"]], indirect=True)
+def test_watch_from_expired_resource_version_raises_410(kbatch):
+    b = kbatch.batch()
+    old = b.create_namespaced_job(NS, job_body("old")).metadata.resource_version
+    for i in range(10):
+        b.patch_namespaced_job("old", NS, {"metadata": {"labels": {"i": str(i)}}})
+    w = watch.Watch()
+    with pytest.raises(ApiException) as info:
+        for _ in w.stream(b.list_namespaced_job, namespace=NS, resource_version=old, timeout_seconds=5):
+            pass
+    assert info.value.status == 410
+    assert info.value.reason.startswith("Expired: too old resource version"), info.value.reason
+    # Recovery as the client documents it: list, then watch from the list's resourceVersion.
+    listed = b.list_namespaced_job(NS)
+    b.patch_namespaced_job("old", NS, {"metadata": {"labels": {"i": "after"}}})
+    seen = []
+    for ev in w.stream(
+        b.list_namespaced_job, namespace=NS, resource_version=listed.metadata.resource_version, timeout_seconds=5
+    ):
+        seen.append((ev["type"], ev["object"].metadata.labels["i"]))
+        w.stop()
+    assert seen == [("MODIFIED", "after")]
+
+
+def test_list_pagination(kbatch):
+    b = kbatch.batch()
+    for i in range(5):
+        b.create_namespaced_job(NS, job_body(f"page-{i}"))
+    names, token, pages = [], None, 0
+    while True:
+        page = b.list_namespaced_job(NS, limit=2, _continue=token)
+        pages += 1
+        names += [j.metadata.name for j in page.items]
+        token = page.metadata._continue
+        if not token:
+            break
+    assert pages == 3
+    assert sorted(names) == [f"page-{i}" for i in range(5)]
