@@ -1,6 +1,7 @@
 """Fixtures: run the real `kbatch up --executor none` binary on a temporary data dir.
 
-The binary comes from KBATCH_BIN (scripts/test sets it to the freshly built one).
+The binary comes from KBATCH_BIN (scripts/test sets it to the freshly built one), else from
+Cargo's target directory (CARGO_TARGET_DIR, or target/ at the repository root).
 """
 
 import os
@@ -101,18 +102,25 @@ class Kbatch:
         return client.CoreV1Api(self.api_client)
 
 
+def kbatch_binary():
+    if os.environ.get("KBATCH_BIN"):
+        return Path(os.environ["KBATCH_BIN"])
+    target = os.environ.get("CARGO_TARGET_DIR") or Path(__file__).resolve().parents[2] / "target"
+    return Path(target) / "debug" / "kbatch"
+
+
 @pytest.fixture
 def kbatch(request, tmp_path):
     """A fresh server per test; extra `kbatch up` flags via indirect parametrization."""
     extra_args = list(getattr(request, "param", []))
-    binary = os.environ.get("KBATCH_BIN")
-    if not binary or not Path(binary).is_file():
-        raise RuntimeError("set KBATCH_BIN to the kbatch binary (scripts/test does)")
+    binary = kbatch_binary()
+    if not binary.is_file():
+        raise RuntimeError(f"no kbatch binary at {binary}: build it, or set KBATCH_BIN")
     data_dir = tmp_path / "data"
     log_path = tmp_path / "kbatch.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [binary, "up", "--executor", "none", "--data-dir", str(data_dir),
+            [str(binary), "up", "--executor", "none", "--data-dir", str(data_dir),
              "--listen", "127.0.0.1:0", *extra_args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
