@@ -1317,3 +1317,136 @@ async fn query_parameters_are_decoded_strictly() {
         wrong.join("\n")
     );
 }
+
+/// Every JSON path of valid Job, CronJob and Pod bodies, replaced in turn by values of the
+/// wrong type or out of range: the server answers each with success or a 4xx Status, never
+/// a 5xx, stays up, and whatever it accepted can be read back and deleted.
+#[tokio::test]
+async fn type_confusion_never_5xx() {
+    fn paths(v: &Value, prefix: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m {
+                    let p = format!("{prefix}/{k}");
+                    out.push(p.clone());
+                    paths(child, &p, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, child) in a.iter().enumerate() {
+                    let p = format!("{prefix}/{i}");
+                    out.push(p.clone());
+                    paths(child, &p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let replacements = [
+        Value::Null,
+        json!(-1),
+        json!(1e300),
+        json!(2147483648i64),
+        json!(""),
+        json!("\u{1d11e}\u{0}"),
+        json!(true),
+        json!([]),
+        json!({}),
+    ];
+    let server = Server::start().await;
+    let client = server.client().await;
+    let mut n = 0;
+    for (base, path) in [
+        (job_json("fuzz"), JOBS),
+        (cronjob_json("fuzz"), CRONJOBS),
+        (pod_json("fuzz"), PODS),
+    ] {
+        let mut all = Vec::new();
+        paths(&base, "", &mut all);
+        for p in &all {
+            for r in &replacements {
+                let mut body = base.clone();
+                *body.pointer_mut(p).expect("path exists") = r.clone();
+                let resp = post(&client, path, &body).await;
+                n += 1;
+                if resp.status == 201 {
+                    let name = resp.json()["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    let url = format!("{path}/{name}");
+                    let got = send(&client, "GET", &url, None, "").await;
+                    assert_eq!(
+                        got.status, 200,
+                        "{p} = {r}: accepted but unreadable: {}",
+                        got.body
+                    );
+                    let del = send(
+                        &client,
+                        "DELETE",
+                        &format!("{url}?gracePeriodSeconds=0&propagationPolicy=Background"),
+                        None,
+                        "",
+                    )
+                    .await;
+                    assert_eq!(
+                        del.status, 200,
+                        "{p} = {r}: accepted but not deletable: {}",
+                        del.body
+                    );
+                } else {
+                    assert!(
+                        resp.status == 400 || resp.status == 422,
+                        "{p} = {r}: {} {}",
+                        resp.status,
+                        resp.body
+                    );
+                    let s = resp.json();
+                    assert_eq!(s["kind"], "Status", "{p} = {r}: {}", resp.body);
+                }
+            }
+        }
+    }
+    // The same values through JSON patches on stored objects (main resource and status).
+    for (base, path, subs) in [
+        (job_json("fuzzp"), JOBS, &["", "/status"][..]),
+        (cronjob_json("fuzzp"), CRONJOBS, &["", "/status"][..]),
+        (pod_json("fuzzp"), PODS, &["", "/status"][..]),
+    ] {
+        let created = post(&client, path, &base).await;
+        assert_eq!(created.status, 201, "{}", created.body);
+        let mut all = Vec::new();
+        paths(&created.json(), "", &mut all);
+        for sub in subs {
+            for p in &all {
+                for r in &replacements {
+                    let patch = json!([{"op": "replace", "path": p, "value": r}]);
+                    let resp = send(
+                        &client,
+                        "PATCH",
+                        &format!("{path}/fuzzp{sub}"),
+                        Some("application/json-patch+json"),
+                        patch.to_string(),
+                    )
+                    .await;
+                    n += 1;
+                    assert!(
+                        [200, 400, 404, 409, 422].contains(&resp.status),
+                        "PATCH {sub} {p} = {r}: {} {}",
+                        resp.status,
+                        resp.body
+                    );
+                    if resp.status != 200 {
+                        assert_eq!(resp.json()["kind"], "Status", "{}", resp.body);
+                    }
+                }
+            }
+        }
+    }
+    assert!(n > 300, "{n} requests");
+    let ready = send(&client, "GET", "/readyz", None, "").await;
+    assert_eq!(
+        ready.status, 200,
+        "server still ready after {n} bad requests"
+    );
+}
