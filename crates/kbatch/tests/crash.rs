@@ -233,3 +233,67 @@ async fn graceful_restart_resumes_with_nothing_lost() {
     let jobs: Api<Job> = Api::default_namespaced(server.client().await);
     assert_eq!(rv(&jobs.get("keep").await.expect("get")), rv(&again));
 }
+
+/// A kube-runtime reflector (as the controllers use) keeps following the server through a
+/// SIGKILL and a restart on the same port: it reconnects, resumes or re-lists, and its store
+/// again mirrors the server, including changes made after the restart.
+#[tokio::test]
+async fn reflector_follows_the_server_across_a_crash() {
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+
+    let mut server = Server::start().await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+    let job = |name: &str| -> Job { serde_json::from_value(job_json(name)).expect("job fixture") };
+    for name in ["a", "b"] {
+        jobs.create(&PostParams::default(), &job(name))
+            .await
+            .expect("create");
+    }
+    let (reader, writer) = reflector::store::<Job>();
+    let stream = reflector::reflector(
+        writer,
+        watcher(jobs.clone(), watcher::Config::default()).default_backoff(),
+    );
+    let task = tokio::spawn(stream.for_each(|_| async {}));
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .expect("store ready in time")
+        .expect("store ready");
+
+    server.kill();
+    server.restart_same_port().await;
+    // The old client reaches the new process at the same address.
+    jobs.create(&PostParams::default(), &job("c"))
+        .await
+        .expect("create after restart");
+    jobs.delete("a", &kube::api::DeleteParams::background())
+        .await
+        .expect("delete after restart");
+
+    let want: BTreeMap<String, String> = jobs
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|j| (j.metadata.name.clone().expect("name"), rv(j)))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let have: BTreeMap<String, String> = reader
+            .state()
+            .iter()
+            .map(|j| (j.metadata.name.clone().expect("name"), rv(j.as_ref())))
+            .collect();
+        if have == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "reflector store {have:?} never matched the server {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    task.abort();
+}

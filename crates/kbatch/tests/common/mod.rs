@@ -75,6 +75,10 @@ impl Server {
     }
 
     async fn spawn(&mut self) {
+        self.spawn_on("127.0.0.1:0").await;
+    }
+
+    async fn spawn_on(&mut self, listen: &str) {
         assert!(self.child.is_none(), "server already running");
         // A kubeconfig left by the previous run names the previous port: remove it so that
         // waiting for the file means waiting for this run.
@@ -88,7 +92,7 @@ impl Server {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(listen)
             .args(&self.extra_args)
             .env("KBATCH_LOG", "info")
             .stdin(Stdio::null())
@@ -204,9 +208,20 @@ impl Server {
         child.wait().expect("reap the server");
     }
 
-    /// Start again on the same data dir (after `stop` or `kill`).
+    /// Start again on the same data dir (after `stop` or `kill`), on a new port.
     pub async fn restart(&mut self) {
         self.spawn().await;
+    }
+
+    /// Start again on the same data dir and the same port, so that clients created before
+    /// the restart (watchers, reflectors) reconnect by themselves.
+    pub async fn restart_same_port(&mut self) {
+        let addr = self
+            .url
+            .strip_prefix("http://")
+            .expect("plain HTTP server URL")
+            .to_string();
+        self.spawn_on(&addr).await;
     }
 }
 
