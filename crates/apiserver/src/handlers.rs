@@ -17,6 +17,7 @@ use crate::resources::{Kind, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::strategy::{Part, Strategy};
 use crate::table;
+use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Upstream's limit on request bodies (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -502,37 +503,21 @@ async fn create_checked(
     let dry_run = q.dry_run()?;
     let v = to_storage_form(res, decode_body(headers, body)?)?;
     let strategy = Strategy::new(sres);
-    let (mut v, unknown) = strategy.decode_and_default(v)?;
-    warnings.extend(fv.check(sres, unknown)?);
-    if object::resource_version(&v).is_some() {
-        return Err(ApiError::bad_request(
-            "resourceVersion should not be set on objects to be created",
-        ));
-    }
-    check_namespace(t, &mut v)?;
+    let url_ns = t.namespace.clone().unwrap_or_default();
+    let now = rfc3339(st.now());
     let generate = object::meta_str(&v, "name")
         .is_none()
         .then(|| object::meta_str(&v, "generateName").map(str::to_string));
     for attempt in 0..8 {
-        let mut obj = v.clone();
-        {
-            let m = meta_mut(&mut obj);
-            for k in [
-                "creationTimestamp",
-                "uid",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "selfLink",
-            ] {
-                m.remove(k);
+        let mut on_unknown = |unknown: Vec<String>| {
+            let found = fv.check(sres, unknown)?;
+            if attempt == 0 {
+                warnings.extend(found);
             }
-            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-            m.insert("creationTimestamp".into(), json!(rfc3339(st.now())));
-            if let Some(Some(prefix)) = &generate {
-                m.insert("name".into(), json!(generate_name(prefix)));
-            }
-        }
-        let obj = strategy.prepare_and_validate_create(obj)?;
+            Ok(())
+        };
+        let mut fill = |m: &mut ObjectMeta| fill_create_meta(m, res.namespaced, &url_ns, &now);
+        let obj = strategy.create(&v, &mut on_unknown, &mut fill)?;
         let name = object::name(&obj).to_string();
         if res.namespaced {
             ensure_namespace(st, t.namespace.as_deref().unwrap_or("")).await?;
@@ -561,6 +546,50 @@ async fn create_checked(
         }
     }
     Err(ApiError::internal("name generation did not converge"))
+}
+
+/// The server's part of a new object's metadata: no client resourceVersion, the namespace from
+/// the URL, system fields wiped and set, a name generated from generateName.
+fn fill_create_meta(
+    m: &mut ObjectMeta,
+    namespaced: bool,
+    url_ns: &str,
+    now: &str,
+) -> Result<(), ApiError> {
+    if m.resource_version
+        .as_deref()
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    if namespaced {
+        match m.namespace.as_deref() {
+            None | Some("") => m.namespace = Some(url_ns.to_string()),
+            Some(ns) if ns == url_ns => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+    } else {
+        m.namespace = None;
+    }
+    m.deletion_timestamp = None;
+    m.deletion_grace_period_seconds = None;
+    m.uid = Some(uuid::Uuid::new_v4().to_string());
+    m.creation_timestamp = now
+        .parse()
+        .ok()
+        .map(kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
+    if m.name.as_deref().is_none_or(str::is_empty)
+        && let Some(prefix) = m.generate_name.as_deref().filter(|p| !p.is_empty())
+    {
+        m.name = Some(generate_name(prefix));
+    }
+    Ok(())
 }
 
 /// How a new document is derived from the current one on each attempt.

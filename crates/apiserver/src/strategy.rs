@@ -2,9 +2,11 @@
 //! The rules themselves live in kbatch-api; this module adapts them to JSON documents.
 
 use kbatch_api::field::ErrorList;
+use kbatch_api::k8s_openapi::Metadata;
 use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
 use kbatch_api::k8s_openapi::api::coordination::v1::Lease;
 use kbatch_api::k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -139,9 +141,22 @@ impl Strategy {
         dispatch!(self, t_default(v))
     }
 
-    /// Create preparation then validation; returns the object to store, or 422.
+    /// The whole create pipeline in one typed pass: decode (handing unknown fields to
+    /// `on_unknown` first, as upstream's strict decoding comes before validation), default,
+    /// `fill` the system metadata, prepare, validate (422), encode.
+    pub fn create(
+        &self,
+        v: &Value,
+        on_unknown: &mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
+        fill: &mut dyn FnMut(&mut ObjectMeta) -> Result<(), ApiError>,
+    ) -> Result<Value, ApiError> {
+        dispatch!(self, t_create_pass(v, on_unknown, fill))
+    }
+
+    /// Create preparation then validation of an already defaulted document with its system
+    /// metadata filled; returns the object to store, or 422.
     pub fn prepare_and_validate_create(&self, v: Value) -> Result<Value, ApiError> {
-        dispatch!(self, t_create(v))
+        self.create(&v, &mut |_| Ok(()), &mut |_| Ok(()))
     }
 
     /// Update preparation then validation for the main resource or the status subresource.
@@ -165,16 +180,28 @@ impl Strategy {
         Ok((encode(&k)?, unknown))
     }
 
-    fn t_create<K: DeserializeOwned + Serialize>(
+    fn t_create_pass<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
         &self,
         rules: &Rules<K>,
-        v: Value,
+        v: &Value,
+        on_unknown: &mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
+        fill: &mut dyn FnMut(&mut ObjectMeta) -> Result<(), ApiError>,
     ) -> Result<Value, ApiError> {
-        let mut k: K = decode(self.res, &v)?;
+        let mut unknown = Vec::new();
+        let mut k: K = decode_tracking_unknown(self.res, v, &mut unknown)?;
+        on_unknown(unknown)?;
+        (rules.default)(&mut k);
+        fill(k.metadata_mut())?;
         (rules.prepare_create)(&mut k);
         let errs = (rules.validate_create)(&k);
         if !errs.is_empty() {
-            return Err(self.invalid(&v, &errs));
+            let name = k.metadata().name.clone().unwrap_or_default();
+            return Err(ApiError::invalid(
+                self.res.kind_name,
+                self.res.group,
+                &name,
+                &errs,
+            ));
         }
         encode(&k)
     }
