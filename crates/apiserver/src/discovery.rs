@@ -110,3 +110,126 @@ pub fn api_resource_list(group: &str, version: &str) -> Result<Value, ApiError> 
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
     )
 }
+
+/// Which aggregated discovery version the Accept header asks for first, if any
+/// (`application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`); a plain JSON
+/// entry earlier in the list means the legacy documents.
+pub fn aggregated_version(accept: &str) -> Option<&'static str> {
+    for part in accept.split(',') {
+        let params: Vec<&str> = part.split(';').map(str::trim).collect();
+        let has = |p: &str| params.contains(&p);
+        if has("g=apidiscovery.k8s.io") && has("as=APIGroupDiscoveryList") {
+            if has("v=v2") {
+                return Some("v2");
+            }
+            if has("v=v2beta1") {
+                return Some("v2beta1");
+            }
+        } else if params
+            .first()
+            .is_some_and(|m| *m == "application/json" || *m == "*/*")
+        {
+            return None;
+        }
+    }
+    None
+}
+
+pub fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+}
+
+fn aggregated_resource(r: &Resource) -> Value {
+    let kind = json!({"group": r.group, "version": r.version, "kind": r.kind_name});
+    let subresources: Vec<Value> = r
+        .subresources
+        .iter()
+        .map(|(sub, verbs)| {
+            let k = if *sub == "binding" {
+                json!({"group": "", "version": "v1", "kind": "Binding"})
+            } else {
+                kind.clone()
+            };
+            json!({"subresource": sub, "responseKind": k, "verbs": verbs})
+        })
+        .collect();
+    let mut e = json!({
+        "resource": r.plural,
+        "responseKind": kind,
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": crate::resources::ALL_VERBS,
+    });
+    if let Some(o) = e.as_object_mut() {
+        if !r.short_names.is_empty() {
+            o.insert("shortNames".into(), json!(r.short_names));
+        }
+        if !r.categories.is_empty() {
+            o.insert("categories".into(), json!(r.categories));
+        }
+        if !subresources.is_empty() {
+            o.insert("subresources".into(), Value::Array(subresources));
+        }
+    }
+    e
+}
+
+/// `APIGroupDiscoveryList` for `/api` (legacy_root) or `/apis`.
+pub fn aggregated(version: &str, legacy_root: bool) -> Value {
+    let groups: Vec<(&str, &str)> = if legacy_root {
+        vec![("", "v1")]
+    } else {
+        GROUPS.to_vec()
+    };
+    let items: Vec<Value> = groups
+        .iter()
+        .map(|(g, v)| {
+            let resources: Vec<Value> = RESOURCES
+                .iter()
+                .filter(|r| r.group == *g && r.version == *v)
+                .map(aggregated_resource)
+                .collect();
+            json!({
+                "metadata": {"name": g, "creationTimestamp": null},
+                "versions": [{"version": v, "resources": resources, "freshness": "Current"}],
+            })
+        })
+        .collect();
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"), "metadata": {}, "items": items})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiates_like_kubectl_expects() {
+        let k130 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(aggregated_version(k130), Some("v2"));
+        let k129 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(aggregated_version(k129), Some("v2beta1"));
+        assert_eq!(aggregated_version("application/json, */*"), None);
+        assert_eq!(aggregated_version(""), None);
+    }
+
+    #[test]
+    fn aggregated_documents_list_every_resource() {
+        let core = aggregated("v2", true);
+        assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
+        let res = &core["items"][0]["versions"][0]["resources"];
+        assert!(
+            res.as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["resource"] == "pods" && r["shortNames"] == json!(["po"]))
+        );
+        let groups = aggregated("v2beta1", false);
+        let names: Vec<&str> = groups["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["batch", "events.k8s.io", "coordination.k8s.io"]);
+    }
+}

@@ -163,7 +163,27 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             group,
             version,
             legacy_root,
-        }) => discovery_doc(st, &method, group, version, legacy_root),
+        }) => {
+            let accept = parts
+                .headers
+                .get(axum::http::header::ACCEPT)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            match discovery::aggregated_version(accept) {
+                Some(v) if group.is_none() && version.is_none() && method == Method::GET => {
+                    let mut resp =
+                        json_response(StatusCode::OK, &discovery::aggregated(v, legacy_root));
+                    if let Ok(ct) =
+                        axum::http::HeaderValue::from_str(&discovery::aggregated_content_type(v))
+                    {
+                        resp.headers_mut()
+                            .insert(axum::http::header::CONTENT_TYPE, ct);
+                    }
+                    Ok(resp)
+                }
+                _ => discovery_doc(st, &method, group, version, legacy_root),
+            }
+        }
         Ok(Route::Resource(t)) => resource(st, &method, &t, &query, &parts.headers, body).await,
     };
     result.unwrap_or_else(|e| {
