@@ -12,6 +12,7 @@ mod object;
 pub mod request;
 pub mod resources;
 pub mod selector;
+pub mod smp;
 pub mod strategy;
 pub mod table;
 pub mod watch;
