@@ -20,6 +20,7 @@ mod schema;
 #[cfg(test)]
 mod tests;
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
@@ -33,9 +34,10 @@ const RETAIN_KEYS: &str = "$retainKeys";
 const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";
 const SET_ELEMENT_ORDER: &str = "$setElementOrder";
 
-/// Nesting beyond this is refused rather than recursed into. Parsed JSON is already limited to
-/// 128 levels by serde_json; this guards values built in code.
-const MAX_DEPTH: usize = 512;
+/// Nesting beyond this is refused rather than recursed into, so that a value built in code
+/// cannot overflow the stack of a server thread. JSON parsed by serde_json is already limited
+/// to 128 levels, so no real request comes near it.
+const MAX_DEPTH: usize = 200;
 
 /// Why a strategic merge patch could not be applied. Messages are upstream's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -197,6 +199,8 @@ fn merge_value(
     depth: usize,
 ) -> Result<Value, SmpError> {
     match (current, patch) {
+        // `patchStrategy:"replace"`: the patch value is the new value, as upstream stores it.
+        (_, p) if field.strategy == Strategy::Replace => Ok(p),
         (Value::Object(c), Value::Object(p)) => {
             Ok(Value::Object(merge_map(c, p, &field.child, depth + 1)?))
         }
@@ -208,7 +212,7 @@ fn merge_value(
                 &field.child,
                 depth + 1,
             )?)),
-            Strategy::Atomic => Ok(Value::Array(p)),
+            Strategy::Atomic | Strategy::Replace => Ok(Value::Array(p)),
         },
         // Different kinds, or scalars: the patch value wins.
         (_, p) => materialize(p, field, depth),
@@ -219,6 +223,7 @@ fn merge_value(
 /// nulls and directives inside it are resolved rather than stored.
 fn materialize(value: Value, field: &Field, depth: usize) -> Result<Value, SmpError> {
     match value {
+        v if field.strategy == Strategy::Replace => Ok(v),
         Value::Object(p) => Ok(Value::Object(merge_map(
             Map::new(),
             p,
@@ -233,7 +238,7 @@ fn materialize(value: Value, field: &Field, depth: usize) -> Result<Value, SmpEr
                 &field.child,
                 depth + 1,
             )?)),
-            Strategy::Atomic => Ok(Value::Array(p)),
+            Strategy::Atomic | Strategy::Replace => Ok(Value::Array(p)),
         },
         v => Ok(v),
     }
@@ -257,7 +262,8 @@ fn apply_retain_keys(
     let Value::Array(list) = list else {
         return Err(SmpError::BadPatchFormatForRetainKeys);
     };
-    let retained = |k: &str| list.iter().any(|v| v.as_str() == Some(k));
+    let listed: HashSet<&str> = list.iter().filter_map(Value::as_str).collect();
+    let retained = |k: &str| listed.contains(k);
     for (k, v) in patch.iter() {
         if v.is_null()
             || k.starts_with(DELETE_FROM_PRIMITIVE_LIST)
@@ -298,7 +304,8 @@ fn delete_from_primitive_list(
     if current.iter().chain(&values).any(Value::is_object) {
         return Err(SmpError::BadPatchFormatForPrimitiveList);
     }
-    current.retain(|v| !values.contains(v));
+    let doomed: HashSet<String> = values.iter().map(canon).collect();
+    current.retain(|v| !doomed.contains(&canon(v)));
     Ok(())
 }
 
@@ -524,8 +531,9 @@ fn merge_list(
     if kind != Kind::Map {
         // A set of scalars: union, each value once.
         let mut merged: Vec<Value> = Vec::with_capacity(original.len() + patch.len());
+        let mut seen = HashSet::new();
         for v in original.iter().chain(&patch) {
-            if !merged.contains(v) {
+            if seen.insert(canon(v)) {
                 merged.push(v.clone());
             }
         }
@@ -542,6 +550,7 @@ fn merge_list(
     let mut original = original;
     let mut plain = Vec::with_capacity(patch.len());
     let mut replace = false;
+    let mut doomed: HashSet<String> = HashSet::new();
     for item in patch {
         let Value::Object(m) = &item else {
             continue; // element_kind guarantees maps
@@ -558,12 +567,15 @@ fn merge_list(
                         key: key.to_string(),
                     });
                 };
-                original.retain(|o| o.get(key) != Some(target));
+                doomed.insert(canon(target));
             }
             Some("replace") => replace = true,
             Some("merge") => return Err(SmpError::MergingListsUnsupported),
             _ => return Err(bad_patch_type(d, m)),
         }
+    }
+    if !doomed.is_empty() {
+        original.retain(|o| !doomed.contains(&key_canon(o, key)));
     }
     if replace {
         // The list becomes the patch's plain elements, in the patch's order.
@@ -578,19 +590,27 @@ fn merge_list(
 
     let server_order = original.clone();
     let mut merged = original;
+    // First element per merge-key value, as upstream's linear search finds it.
+    let mut position: HashMap<String, usize> = HashMap::new();
+    for (i, o) in merged.iter().enumerate() {
+        position.entry(key_canon(o, key)).or_insert(i);
+    }
     for item in &plain {
-        let target = key_value(item, key)?;
+        let target = canon(key_value(item, key)?);
         let Value::Object(p) = item.clone() else {
             continue;
         };
-        match merged.iter().position(|o| o.get(key) == Some(target)) {
+        match position.get(&target).copied() {
             Some(i) => {
                 let Value::Object(current) = std::mem::take(&mut merged[i]) else {
                     continue; // element_kind guarantees maps
                 };
                 merged[i] = Value::Object(merge_map(current, p, elem, depth + 1)?);
             }
-            None => merged.push(Value::Object(merge_map(Map::new(), p, elem, depth + 1)?)),
+            None => {
+                position.insert(target, merged.len());
+                merged.push(Value::Object(merge_map(Map::new(), p, elem, depth + 1)?));
+            }
         }
     }
     let (listed, server_only) = partition_by_presence(merged, &plain, Some(key))?;
@@ -604,30 +624,29 @@ fn partition_by_presence(
     list: &[Value],
     merge_key: Option<&str>,
 ) -> Result<(Vec<Value>, Vec<Value>), SmpError> {
+    let mut present: HashSet<String> = HashSet::with_capacity(list.len());
+    for l in list {
+        match merge_key {
+            None => present.insert(canon(l)),
+            Some(key) => {
+                let Value::Object(m) = l else {
+                    return Err(SmpError::BadArgType {
+                        expected: "map[string]interface {}",
+                        actual: go_type(l),
+                    });
+                };
+                present.insert(opt_canon(m.get(key)))
+            }
+        };
+    }
     let mut listed = Vec::with_capacity(items.len());
     let mut rest = Vec::new();
     for item in items {
-        let present = match merge_key {
-            None => list.contains(&item),
-            Some(key) => {
-                let v = key_value(&item, key)?;
-                let mut found = false;
-                for l in list {
-                    let Value::Object(m) = l else {
-                        return Err(SmpError::BadArgType {
-                            expected: "map[string]interface {}",
-                            actual: go_type(l),
-                        });
-                    };
-                    if m.get(key) == Some(v) {
-                        found = true;
-                        break;
-                    }
-                }
-                found
-            }
+        let k = match merge_key {
+            None => canon(&item),
+            Some(key) => canon(key_value(&item, key)?),
         };
-        if present {
+        if present.contains(&k) {
             listed.push(item);
         } else {
             rest.push(item);
@@ -636,14 +655,28 @@ fn partition_by_presence(
     Ok((listed, rest))
 }
 
-/// Position of `item` in `list`, matching maps by merge key and scalars by value.
-fn index_in(list: &[Value], item: &Value, merge_key: Option<&str>) -> Option<usize> {
-    match merge_key {
-        Some(key) => {
-            let v = item.get(key);
-            list.iter().position(|l| l.get(key) == v)
+/// Positions of the elements of `list` (first occurrence), matching maps by merge key and
+/// scalars by value.
+struct Positions(HashMap<String, usize>);
+
+impl Positions {
+    fn of(list: &[Value], merge_key: Option<&str>) -> Positions {
+        let mut m = HashMap::with_capacity(list.len());
+        for (i, v) in list.iter().enumerate() {
+            m.entry(element_canon(v, merge_key)).or_insert(i);
         }
-        None => list.iter().position(|l| l == item),
+        Positions(m)
+    }
+
+    fn get(&self, item: &Value, merge_key: Option<&str>) -> Option<usize> {
+        self.0.get(&element_canon(item, merge_key)).copied()
+    }
+}
+
+fn element_canon(v: &Value, merge_key: Option<&str>) -> String {
+    match merge_key {
+        Some(key) => key_canon(v, key),
+        None => canon(v),
     }
 }
 
@@ -659,6 +692,7 @@ fn normalize_element_order(
 ) -> Result<Vec<Value>, SmpError> {
     let patch_items = sort_by_order(patch_items, patch_order, merge_key)?;
     let server_only = sort_by_order(server_only, server_order, merge_key)?;
+    let server_pos = Positions::of(server_order, merge_key);
 
     let mut out = Vec::with_capacity(patch_items.len() + server_only.len());
     let mut left = server_only.into_iter().peekable();
@@ -669,11 +703,9 @@ fn normalize_element_order(
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (Some(l), Some(r)) => {
-                match (
-                    index_in(server_order, l, merge_key),
-                    index_in(server_order, r, merge_key),
-                ) {
+                match (server_pos.get(l, merge_key), server_pos.get(r, merge_key)) {
                     (Some(li), Some(ri)) => li < ri,
+                    // An element the server never had goes before the server-only ones.
                     _ => false,
                 }
             }
@@ -707,14 +739,64 @@ fn sort_by_order(
     } else {
         keep = items;
     }
+    let pos = Positions::of(order, merge_key);
     let mut keyed: Vec<(usize, Value)> = keep
         .into_iter()
-        .map(|v| (index_in(order, &v, merge_key).unwrap_or(usize::MAX), v))
+        .map(|v| (pos.get(&v, merge_key).unwrap_or(usize::MAX), v))
         .collect();
     keyed.sort_by_key(|(i, _)| *i);
     let mut out: Vec<Value> = keyed.into_iter().map(|(_, v)| v).collect();
     out.extend(deletes);
     Ok(out)
+}
+
+/// A canonical text for a value, equal exactly when the values are equal (`==` on
+/// `serde_json::Value`: maps compare regardless of key order, 1 and 1.0 differ), so that list
+/// operations can use hash lookups instead of quadratic scans.
+fn canon(v: &Value) -> String {
+    let mut s = String::new();
+    write_canon(&mut s, v, 0);
+    s
+}
+
+/// The canonical text of a possibly missing value; a missing value matches only another
+/// missing one (JSON text is never empty).
+fn opt_canon(v: Option<&Value>) -> String {
+    v.map(canon).unwrap_or_default()
+}
+
+/// The canonical merge-key value of a list element (missing for non-maps and keyless maps).
+fn key_canon(v: &Value, key: &str) -> String {
+    opt_canon(v.get(key))
+}
+
+fn write_canon(s: &mut String, v: &Value, depth: usize) {
+    match v {
+        Value::Object(m) if depth <= MAX_DEPTH => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            s.push('{');
+            for k in keys {
+                s.push_str(&Value::String(k.clone()).to_string());
+                s.push(':');
+                if let Some(x) = m.get(k) {
+                    write_canon(s, x, depth + 1);
+                }
+                s.push(',');
+            }
+            s.push('}');
+        }
+        Value::Array(l) if depth <= MAX_DEPTH => {
+            s.push('[');
+            for x in l {
+                write_canon(s, x, depth + 1);
+                s.push(',');
+            }
+            s.push(']');
+        }
+        // Scalars (and, past the depth guard, whole subtrees) in serde_json's own rendering.
+        other => s.push_str(&other.to_string()),
+    }
 }
 
 fn bad_patch_type(directive: &Value, map: &Map<String, Value>) -> SmpError {

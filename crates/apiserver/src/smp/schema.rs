@@ -20,6 +20,10 @@ pub(crate) enum Strategy {
     Atomic,
     /// `patchStrategy:"merge"`: maps merged by the key, scalars merged as a set (no key).
     Merge(Option<&'static str>),
+    /// `patchStrategy:"replace"`: the patch value replaces the field, maps included. None of
+    /// the served types uses it; upstream's test type does.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Replace,
 }
 
 /// One field's patch metadata and the schema of its value (of its elements, for lists).
@@ -87,6 +91,15 @@ pub(crate) fn merge_by(key: &'static str, child: Schema) -> Field {
 pub(crate) fn merge_set() -> Field {
     Field {
         strategy: Strategy::Merge(None),
+        child: Schema::default(),
+    }
+}
+
+/// A field whose patch value replaces it whole.
+#[cfg(test)]
+pub(crate) fn replace() -> Field {
+    Field {
+        strategy: Strategy::Replace,
         child: Schema::default(),
     }
 }

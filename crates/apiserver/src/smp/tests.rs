@@ -1,6 +1,6 @@
 use serde_json::{Value, json};
 
-use super::schema::{atomic, merge_by, merge_set, nested};
+use super::schema::{atomic, merge_by, merge_set, nested, replace};
 use super::*;
 
 /// The `MergeItem` test type of upstream's patch tests, as a schema: merging and non-merging
@@ -27,6 +27,7 @@ fn merge_item() -> Schema {
             ("simpleMap", nested(Schema::default())),
             ("retainKeysMap", nested(retain_keys_item)),
             ("retainKeysMergingList", merge_by("name", child)),
+            ("replacingItem", replace()),
         ])
     }
     level(4)
@@ -1193,11 +1194,390 @@ fn deep_nesting_is_refused_not_overflowed() {
     for _ in 0..(MAX_DEPTH + 10) {
         patch = json!({"simpleMap": patch});
     }
+    // A 2 MiB stack, as tokio's worker threads have, must be enough even in debug builds.
     let r = std::thread::Builder::new()
-        .stack_size(64 * 1024 * 1024)
+        .stack_size(2 * 1024 * 1024)
         .spawn(move || apply(&json!({}), &patch, &Schema::schemaless()))
         .unwrap()
         .join()
         .unwrap();
     assert_eq!(r, Err(SmpError::TooDeep));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream's three-way scenarios: the patch kubectl computes, applied to the live object.
+
+#[test]
+fn upstream_three_way_scenarios() {
+    let cases: Vec<(&str, Value, Value, Value)> = vec![
+        (
+            "add field to map in merging list nested in merging list with value conflict",
+            json!({"mergingList": [
+                {"name": 1, "other": "a", "mergingList": [
+                    {"name": 1, "value": "a", "other": "c"},
+                    {"name": 2, "value": "b", "other": "d"}]},
+                {"name": 2, "other": "b"}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{"$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                    "name": 1,
+                    "mergingList": [{"name": 1, "value": 1}, {"name": 2, "value": 2}]}]}),
+            json!({"mergingList": [
+                {"name": 1, "other": "a", "mergingList": [
+                    {"name": 1, "value": 1, "other": "c"},
+                    {"name": 2, "value": 2, "other": "d"}]},
+                {"name": 2, "other": "b"}]}),
+        ),
+        (
+            "add field to map in merging list nested in merging list with deletion conflict",
+            json!({"mergingList": [
+                {"name": 1, "other": "a", "mergingList": [{"name": 2, "value": 2, "other": "d"}]},
+                {"name": 2, "other": "b"}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{"$setElementOrder/mergingList": [{"name": 2}, {"name": 1}],
+                    "name": 1, "mergingList": [{"name": 1, "value": 1}]}]}),
+            json!({"mergingList": [
+                {"name": 1, "other": "a", "mergingList": [
+                    {"name": 2, "value": 2, "other": "d"}, {"name": 1, "value": 1}]},
+                {"name": 2, "other": "b"}]}),
+        ),
+        (
+            "add map to merging list by pointer",
+            json!({"mergeItemPtr": [{"name": 1, "other": "a"}, {"name": 3}]}),
+            json!({"$setElementOrder/mergeItemPtr": [{"name": 1}, {"name": 2}],
+                "mergeItemPtr": [{"name": 2}]}),
+            json!({"mergeItemPtr": [{"name": 1, "other": "a"}, {"name": 2}, {"name": 3}]}),
+        ),
+        (
+            "add map to merging list by pointer with conflict",
+            json!({"mergeItemPtr": [{"name": 3}]}),
+            json!({"$setElementOrder/mergeItemPtr": [{"name": 1}, {"name": 2}],
+                "mergeItemPtr": [{"name": 1}, {"name": 2}]}),
+            json!({"mergeItemPtr": [{"name": 1}, {"name": 2}, {"name": 3}]}),
+        ),
+        (
+            "merge lists of scalars",
+            json!({"mergingIntList": [1, 2, 4]}),
+            json!({"$setElementOrder/mergingIntList": [1, 2, 3], "mergingIntList": [3]}),
+            json!({"mergingIntList": [1, 2, 3, 4]}),
+        ),
+        (
+            "add an item in a list of primitives and preserve order",
+            json!({"mergingIntList": [1, 4, 2]}),
+            json!({"$setElementOrder/mergingIntList": [3, 1, 2], "mergingIntList": [3]}),
+            json!({"mergingIntList": [3, 1, 4, 2]}),
+        ),
+        (
+            "delete an item in a list of primitives and preserve order",
+            json!({"mergingIntList": [1, 2, 3]}),
+            json!({"$setElementOrder/mergingIntList": [2, 1],
+                "$deleteFromPrimitiveList/mergingIntList": [3]}),
+            json!({"mergingIntList": [2, 1]}),
+        ),
+        (
+            "add and delete an item in a int list and preserve order",
+            json!({"mergingIntList": [1, 2, 3]}),
+            json!({"$setElementOrder/mergingIntList": [4, 2, 1], "mergingIntList": [4],
+                "$deleteFromPrimitiveList/mergingIntList": [3]}),
+            json!({"mergingIntList": [4, 2, 1]}),
+        ),
+        (
+            "add an item in a list and preserve order",
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 3}, {"name": 1}, {"name": 2}],
+                "mergingList": [{"name": 3, "value": 3}]}),
+            json!({"mergingList": [{"name": 3, "value": 3}, {"name": 1, "other": "a"},
+                {"name": 2, "value": 2, "other": "b"}]}),
+        ),
+        (
+            "add multiple items in a list and preserve order",
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 1}, {"name": 4}, {"name": 2}, {"name": 3}],
+                "mergingList": [{"name": 4, "value": 4}, {"name": 3, "value": 3}]}),
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 4, "value": 4},
+                {"name": 2, "value": 2, "other": "b"}, {"name": 3, "value": 3}]}),
+        ),
+        (
+            "delete an item in a list and preserve order",
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"},
+                {"name": 3, "value": 3}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 2}, {"name": 1}],
+                "mergingList": [{"name": 3, "$patch": "delete"}]}),
+            json!({"mergingList": [{"name": 2, "value": 2, "other": "b"}, {"name": 1, "other": "a"}]}),
+        ),
+        (
+            "change an item in a list and preserve order",
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"},
+                {"name": 3, "value": 3}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 2}, {"name": 3}, {"name": 1}],
+                "mergingList": [{"name": 3, "value": "x"}]}),
+            json!({"mergingList": [{"name": 2, "value": 2, "other": "b"}, {"name": 3, "value": "x"},
+                {"name": 1, "other": "a"}]}),
+        ),
+        (
+            "add and delete an item in a list and preserve order",
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"},
+                {"name": 3, "value": 3}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 4}, {"name": 2}, {"name": 1}],
+                "mergingList": [{"name": 4, "value": 4}, {"name": 3, "$patch": "delete"}]}),
+            json!({"mergingList": [{"name": 4, "value": 4}, {"name": 2, "value": 2, "other": "b"},
+                {"name": 1, "other": "a"}]}),
+        ),
+        (
+            "set elements order in a list with server-only items",
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 3, "value": 3},
+                {"name": 4, "value": 4}, {"name": 2, "value": 2}, {"name": 9}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 4}, {"name": 2}, {"name": 3}, {"name": 1}]}),
+            json!({"mergingList": [{"name": 4, "value": 4}, {"name": 2, "value": 2},
+                {"name": 3, "value": 3}, {"name": 1, "other": "a"}, {"name": 9}]}),
+        ),
+        (
+            "set elements order in a list with server-only items 2",
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2}, {"name": 9},
+                {"name": 3, "value": 3}, {"name": 4, "value": 4}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 2}, {"name": 1}, {"name": 4}, {"name": 3}]}),
+            json!({"mergingList": [{"name": 2, "value": 2}, {"name": 1, "other": "a"}, {"name": 9},
+                {"name": 4, "value": 4}, {"name": 3, "value": 3}]}),
+        ),
+        (
+            "set elements order in a list with server-only items 3",
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2}, {"name": 7},
+                {"name": 9}, {"name": 8}, {"name": 3, "value": 3}, {"name": 4, "value": 4}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 2}, {"name": 1}, {"name": 4}, {"name": 3}]}),
+            json!({"mergingList": [{"name": 2, "value": 2}, {"name": 1, "other": "a"}, {"name": 7},
+                {"name": 9}, {"name": 8}, {"name": 4, "value": 4}, {"name": 3, "value": 3}]}),
+        ),
+        (
+            "set elements order in a int list with server-only items 3",
+            json!({"mergingIntList": [1, 2, 7, 9, 8, 3, 4]}),
+            json!({"$setElementOrder/mergingIntList": [2, 1, 4, 3]}),
+            json!({"mergingIntList": [2, 1, 7, 9, 8, 4, 3]}),
+        ),
+        (
+            "behavior of set element order for a merging list with duplicate",
+            json!({"mergingList": [{"name": 1}, {"name": 2, "value": "dup1"}, {"name": 3},
+                {"name": 2, "value": "dup2"}, {"name": 4}]}),
+            json!({"$setElementOrder/mergingList": [{"name": 2}, {"name": 1}, {"name": 4},
+                {"name": 3}, {"name": 2}]}),
+            json!({"mergingList": [{"name": 2, "value": "dup1"}, {"name": 2, "value": "dup2"},
+                {"name": 1}, {"name": 4}, {"name": 3}]}),
+        ),
+        (
+            "behavior of set element order for a merging int list with duplicate",
+            json!({"mergingIntList": [1, 2, 3, 2, 4]}),
+            json!({"$setElementOrder/mergingIntList": [2, 1, 4, 3, 2]}),
+            json!({"mergingIntList": [2, 2, 1, 4, 3]}),
+        ),
+        (
+            "retainKeys map should clear defaulted field (discriminated union)",
+            json!({"retainKeysMap": {"name": "type1", "value": "foo"}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name", "other"], "name": "type2", "other": "bar"}}),
+            json!({"retainKeysMap": {"name": "type2", "other": "bar"}}),
+        ),
+        (
+            "retainKeys map adds a field and clears a field",
+            json!({"retainKeysMap": {"name": "foo", "other": "a"}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name", "value"], "value": "bar"}}),
+            json!({"retainKeysMap": {"name": "foo", "value": "bar"}}),
+        ),
+        (
+            "retainKeys map deletes a field and clears a field",
+            json!({"retainKeysMap": {"name": "foo", "value": "bar", "other": "a"}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name"], "value": null}}),
+            json!({"retainKeysMap": {"name": "foo"}}),
+        ),
+        (
+            "retainKeys map clears a field",
+            json!({"retainKeysMap": {"name": "foo", "value": "bar", "other": "a"}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name", "value"]}}),
+            json!({"retainKeysMap": {"name": "foo", "value": "bar"}}),
+        ),
+        (
+            "retainKeys map adds a field in a nested map",
+            json!({"retainKeysMap": {"name": "foo", "value": "bar",
+                "simpleMap": {"key1": "a", "key3": "c"}}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name", "simpleMap", "value"],
+                "simpleMap": {"key2": "b"}}}),
+            json!({"retainKeysMap": {"name": "foo", "value": "bar",
+                "simpleMap": {"key1": "a", "key3": "c", "key2": "b"}}}),
+        ),
+        (
+            "retainKeys map deletes a field in a nested map",
+            json!({"retainKeysMap": {"name": "foo", "value": "bar",
+                "simpleMap": {"key1": "a", "key2": "b", "key3": "c"}}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name", "simpleMap", "value"],
+                "simpleMap": {"key2": null}}}),
+            json!({"retainKeysMap": {"name": "foo", "value": "bar",
+                "simpleMap": {"key1": "a", "key3": "c"}}}),
+        ),
+    ];
+    for (name, current, patch, want) in cases {
+        let got = apply(&current, &patch, &merge_item())
+            .unwrap_or_else(|e| panic!("{name}: patch failed: {e}"));
+        assert_eq!(got, want, "{name}\n got: {got}\nwant: {want}");
+        assert_lists_in_order(&got, &want, name);
+    }
+}
+
+/// serde_json compares maps regardless of key order but lists in order; this double-checks
+/// that every list came out in the expected order by comparing merge-key sequences too.
+fn assert_lists_in_order(got: &Value, want: &Value, name: &str) {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => {
+            for (k, wv) in w {
+                if let Some(gv) = g.get(k) {
+                    assert_lists_in_order(gv, wv, name);
+                }
+            }
+        }
+        (Value::Array(g), Value::Array(w)) => {
+            let keys = |l: &Vec<Value>| -> Vec<Value> {
+                l.iter()
+                    .map(|v| v.get("name").cloned().unwrap_or_else(|| v.clone()))
+                    .collect()
+            };
+            assert_eq!(keys(g), keys(w), "{name}: list order");
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn new_elements_go_first_without_set_element_order() {
+    // Upstream's interleaving takes a patch element the server lacks before any server-only
+    // element; `kubectl apply` avoids surprises by always sending `$setElementOrder`.
+    check(
+        json!({"mergingList": [{"name": 1}, {"name": 2}]}),
+        json!({"mergingList": [{"name": 3}]}),
+        json!({"mergingList": [{"name": 3}, {"name": 1}, {"name": 2}]}),
+    );
+    check(
+        json!({"mergingIntList": [1, 2]}),
+        json!({"mergingIntList": [3]}),
+        json!({"mergingIntList": [3, 1, 2]}),
+    );
+}
+
+#[test]
+fn upstream_more_scenarios() {
+    let cases: Vec<(&str, Value, Value, Value)> = vec![
+        (
+            "retainKeys list of maps adds a field and clear a field",
+            json!({"retainKeysMergingList": [{"name": "bar"}, {"name": "foo", "other": "x"}]}),
+            json!({"$setElementOrder/retainKeysMergingList": [{"name": "bar"}, {"name": "foo"}],
+                "retainKeysMergingList": [{"$retainKeys": ["name", "value"], "name": "foo", "value": "a"}]}),
+            json!({"retainKeysMergingList": [{"name": "bar"}, {"name": "foo", "value": "a"}]}),
+        ),
+        (
+            "retainKeys list of maps deletes a field and clear a field",
+            json!({"retainKeysMergingList": [{"name": "bar"}, {"name": "foo", "value": "a", "other": "x"}]}),
+            json!({"$setElementOrder/retainKeysMergingList": [{"name": "bar"}, {"name": "foo"}],
+                "retainKeysMergingList": [{"$retainKeys": ["name"], "name": "foo", "value": null}]}),
+            json!({"retainKeysMergingList": [{"name": "bar"}, {"name": "foo"}]}),
+        ),
+        (
+            "delete and reorder in one list, reorder in another",
+            json!({"mergingList": [{"name": "a", "value": "a"}, {"name": "b", "value": "b"}],
+                "mergeItemPtr": [{"name": "c", "value": "c"}, {"name": "d", "value": "d"}]}),
+            json!({"$setElementOrder/mergingList": [{"name": "b"}],
+                "$setElementOrder/mergeItemPtr": [{"name": "d"}, {"name": "c"}],
+                "mergingList": [{"$patch": "delete", "name": "a"}]}),
+            json!({"mergingList": [{"name": "b", "value": "b"}],
+                "mergeItemPtr": [{"name": "d", "value": "d"}, {"name": "c", "value": "c"}]}),
+        ),
+        (
+            "replace RawExtension field and merge list",
+            json!({"name": "my-object", "mergingList": [{"name": 1}, {"name": 3}],
+                "replacingItem": {"Some": "Generic", "Yaml": "Inside", "Field": "Period"}}),
+            json!({"$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{"name": 2}],
+                "replacingItem": {"Newly": "Modified", "Yaml": "Inside"}}),
+            json!({"name": "my-object", "mergingList": [{"name": 1}, {"name": 2}, {"name": 3}],
+                "replacingItem": {"Newly": "Modified", "Yaml": "Inside"}}),
+        ),
+        (
+            "number precision survives",
+            json!({"int64": 9223372036854775807_i64, "float64": 1.7976931348623157e308}),
+            json!({"name": "newname"}),
+            json!({"int64": 9223372036854775807_i64, "float64": 1.7976931348623157e308,
+                "name": "newname"}),
+        ),
+    ];
+    for (name, current, patch, want) in cases {
+        let got = apply(&current, &patch, &merge_item())
+            .unwrap_or_else(|e| panic!("{name}: patch failed: {e}"));
+        assert_eq!(got, want, "{name}\n got: {got}\nwant: {want}");
+        assert_lists_in_order(&got, &want, name);
+    }
+}
+
+#[test]
+fn merge_key_values_compare_like_json_values() {
+    // 1 and 1.0 are different keys (Go decodes them as int64 and float64); map-valued keys
+    // match regardless of member order.
+    check(
+        json!({"mergingList": [{"name": 1, "value": "int"}]}),
+        json!({"mergingList": [{"name": 1.0, "value": "float"}]}),
+        json!({"mergingList": [{"name": 1.0, "value": "float"}, {"name": 1, "value": "int"}]}),
+    );
+    check(
+        json!({"mergingList": [{"name": {"a": 1, "b": 2}, "value": "x"}]}),
+        json!({"mergingList": [{"name": {"b": 2, "a": 1}, "other": "y"}]}),
+        json!({"mergingList": [{"name": {"a": 1, "b": 2}, "value": "x", "other": "y"}]}),
+    );
+}
+
+#[test]
+fn large_lists_merge_in_reasonable_time() {
+    // Hash lookups keep big lists near-linear; nested scans would take minutes here.
+    let n = 20_000;
+    let current: Vec<Value> = (0..n).map(|i| json!({"name": i, "value": "a"})).collect();
+    let patch: Vec<Value> = (0..n)
+        .map(|i| {
+            if i % 3 == 0 {
+                json!({"name": i, "$patch": "delete"})
+            } else {
+                json!({"name": i + n, "value": "b"})
+            }
+        })
+        .collect();
+    let order: Vec<Value> = (0..2 * n).map(|i| json!({"name": i})).collect();
+    let start = std::time::Instant::now();
+    let got = smp(
+        json!({"mergingList": current, "mergingIntList": (0..n).collect::<Vec<_>>()}),
+        json!({
+            "mergingList": patch,
+            "$setElementOrder/mergingList": order,
+            "mergingIntList": (n..2 * n).collect::<Vec<_>>(),
+            "$deleteFromPrimitiveList/mergingIntList": (0..n).step_by(2).collect::<Vec<_>>()
+        }),
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    let list = got["mergingList"].as_array().unwrap();
+    assert_eq!(
+        list.len(),
+        n as usize - (n as usize).div_ceil(3) + (n as usize - (n as usize).div_ceil(3))
+    );
+    assert_eq!(
+        got["mergingIntList"].as_array().unwrap().len(),
+        (n + n / 2) as usize
+    );
+}
+
+#[test]
+fn deepest_parsable_patch_applies_on_a_small_stack() {
+    // serde_json refuses more than 128 levels; the deepest document it accepts, alternating
+    // maps and merging lists, must merge on a 2 MiB stack.
+    let mut text = String::from("1");
+    for i in 0..42 {
+        text = format!("{{\"mergingList\":[{{\"name\":{i},\"simpleMap\":{text}}}]}}");
+    }
+    let patch: Value = serde_json::from_str(&text).unwrap();
+    let original = patch.clone();
+    let r = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(move || apply(&original, &patch, &merge_item()).map(|_| ()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(r, Ok(()));
 }
