@@ -15,6 +15,18 @@
 //! nulls never leak into the stored object. Upstream gets the same effect from decoding the
 //! result into Go structs, which drops `$`-keys and nulls; kbatch stores JSON, so it must do it
 //! here.
+//!
+//! Other deliberate differences from upstream, all in corners kubectl does not reach:
+//! - fields the schema does not know are schema-less (maps merge, lists are replaced) where
+//!   upstream fails with "unable to find api field"; kbatch's stored objects may carry fields
+//!   newer than the table;
+//! - `$deleteFromPrimitiveList` never adds values (see `delete_from_primitive_list`) and runs
+//!   after the additions of the same map, where upstream's order is random;
+//! - `$setElementOrder` for an atomic list is dropped, and one naming a list present in
+//!   neither document is skipped instead of ending the processing of its map early.
+//!
+//! Errors carry upstream's messages; [`SmpError::code`] gives the status upstream's API server
+//! answers with.
 
 mod schema;
 #[cfg(test)]
@@ -183,11 +195,18 @@ fn merge_field(
         return Ok(());
     }
     let field = schema.field(&key);
-    let merged = match original.shift_remove_entry(&key) {
-        Some((_, current)) => merge_value(current, value, &field, depth)?,
-        None => materialize(value, &field, depth)?,
-    };
-    original.insert(key, merged);
+    // Merge in place so the key keeps its position in the stored object; on error the
+    // half-merged map is dropped by the caller.
+    match original.get_mut(&key) {
+        Some(slot) => {
+            let current = std::mem::take(slot);
+            *slot = merge_value(current, value, &field, depth)?;
+        }
+        None => {
+            let v = materialize(value, &field, depth)?;
+            original.insert(key, v);
+        }
+    }
     Ok(())
 }
 

@@ -1581,3 +1581,17 @@ fn deepest_parsable_patch_applies_on_a_small_stack() {
         .unwrap();
     assert_eq!(r, Ok(()));
 }
+
+#[test]
+fn patched_keys_keep_their_position() {
+    let got = apply(
+        &realistic_job(),
+        &json!({"spec": {"backoffLimit": 1}, "metadata": {"labels": {"x": "y"}}}),
+        &Schema::for_kind("Job"),
+    )
+    .unwrap();
+    let keys: Vec<&String> = got.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata", "spec", "status"]);
+    let spec: Vec<&String> = got["spec"].as_object().unwrap().keys().collect();
+    assert_eq!(spec[2], "backoffLimit");
+}
