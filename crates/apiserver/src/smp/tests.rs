@@ -1595,3 +1595,91 @@ fn patched_keys_keep_their_position() {
     let spec: Vec<&String> = got["spec"].as_object().unwrap().keys().collect();
     assert_eq!(spec[2], "backoffLimit");
 }
+
+/// `kubectl apply` after adding an env var and a sidecar container to the manifest.
+#[test]
+fn kubectl_apply_added_env_and_container() {
+    let patch = json!({"spec": {"template": {"spec": {
+        "$setElementOrder/containers": [{"name": "pi"}, {"name": "sidecar"}],
+        "containers": [
+            {"$setElementOrder/env": [{"name": "A"}, {"name": "C"}, {"name": "B"}],
+             "env": [{"name": "C", "value": "3"}], "name": "pi"},
+            {"image": "busybox", "name": "sidecar"}
+        ]
+    }}}});
+    let got = apply(&realistic_job(), &patch, &Schema::for_kind("Job")).unwrap();
+    let containers = &got["spec"]["template"]["spec"]["containers"];
+    assert_eq!(
+        containers[0]["env"],
+        json!([{"name": "A", "value": "1"}, {"name": "C", "value": "3"}, {"name": "B", "value": "2"}])
+    );
+    assert_eq!(
+        containers[1],
+        json!({"image": "busybox", "name": "sidecar"})
+    );
+    assert_eq!(containers.as_array().unwrap().len(), 2);
+    assert_eq!(containers[0]["image"], json!("perl:5.34.0"));
+}
+
+#[test]
+fn replace_directive_on_served_list() {
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
+        {"$patch": "replace"}, {"name": "only", "image": "busybox"}
+    ]}}}});
+    let got = apply(&realistic_job(), &patch, &Schema::for_kind("Job")).unwrap();
+    assert_eq!(
+        got["spec"]["template"]["spec"]["containers"],
+        json!([{"name": "only", "image": "busybox"}])
+    );
+}
+
+#[test]
+fn pod_status_lists_merge() {
+    let pod = json!({"status": {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}],
+        "podIPs": [{"ip": "10.0.0.5"}],
+        "containerStatuses": [{"name": "c", "ready": false, "restartCount": 0}]
+    }});
+    let patch = json!({"status": {
+        "$setElementOrder/conditions": [{"type": "Ready"}, {"type": "PodScheduled"}],
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "podIPs": [{"ip": "fd00::5"}],
+        "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0}]
+    }});
+    let got = apply(&pod, &patch, &Schema::for_kind("Pod")).unwrap();
+    assert_eq!(
+        got,
+        json!({"status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+            "podIPs": [{"ip": "fd00::5"}, {"ip": "10.0.0.5"}],
+            "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0}]
+        }})
+    );
+}
+
+#[test]
+fn metadata_merges_on_every_kind() {
+    for kind in [
+        "Job",
+        "CronJob",
+        "Pod",
+        "Namespace",
+        "Node",
+        "Event",
+        "Lease",
+    ] {
+        let got = apply(
+            &json!({"metadata": {"name": "x", "finalizers": ["a"], "labels": {"k": "v"}}}),
+            &json!({"metadata": {"finalizers": ["b"], "labels": {"k": null}}}),
+            &Schema::for_kind(kind),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            json!({"metadata": {"name": "x", "finalizers": ["b", "a"], "labels": {}}}),
+            "{kind}"
+        );
+    }
+}
