@@ -13,6 +13,7 @@ pub mod openapi;
 pub mod request;
 pub mod resources;
 pub mod selector;
+pub mod smp;
 pub mod strategy;
 pub mod table;
 pub mod watch;
