@@ -20,8 +20,8 @@ const STOP_DEADLINE: Duration = Duration::from_secs(15);
 /// A running `kbatch up`. Dropping it kills the process, so a failing test leaks nothing.
 pub struct Server {
     child: Option<Child>,
-    // Held for its lifetime: the directory is removed when the server is dropped.
-    _dir: tempfile::TempDir,
+    // Holds the data dir and logs; removed when the server is dropped.
+    dir: tempfile::TempDir,
     data_dir: PathBuf,
     extra_args: Vec<String>,
     /// `http://127.0.0.1:PORT` of the current process (the port changes on restart).
@@ -45,7 +45,7 @@ impl Server {
         let mut server = Server {
             child: None,
             data_dir,
-            _dir: dir,
+            dir,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             url: String::new(),
             starts: 0,
@@ -63,7 +63,7 @@ impl Server {
     }
 
     fn log_path(&self, n: usize) -> PathBuf {
-        self._dir.path().join(format!("kbatch-{n}.log"))
+        self.dir.path().join(format!("kbatch-{n}.log"))
     }
 
     /// The server's stderr (all runs so far), for failure messages.
@@ -283,13 +283,6 @@ pub async fn raw(
         headers,
         body: String::from_utf8_lossy(&bytes).into_owned(),
     }
-}
-
-/// A unique name per call, so tests in one binary can share a server without colliding.
-pub fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!("{prefix}-{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Poll `f` until it returns `Some`, or panic with `what` after `timeout`.
