@@ -1218,3 +1218,98 @@ async fn optimistic_concurrency_loses_no_update() {
         "lost updates ({conflicts} conflicts retried)"
     );
 }
+
+/// Deleting a Job with each propagation policy, with a pod that names it as controller owner:
+/// Background and Foreground remove the pod (Foreground keeps the Job until then), Orphan
+/// keeps the pod and strips its owner reference.
+#[tokio::test]
+async fn garbage_collection_of_dependents() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+
+    let owned_pod = |name: &str, owner: &Job| -> Pod {
+        let mut p = pod(name);
+        p.metadata.owner_references = Some(vec![
+            serde_json::from_value(json!({
+                "apiVersion": "batch/v1", "kind": "Job",
+                "name": owner.metadata.name.clone().expect("name"),
+                "uid": owner.metadata.uid.clone().expect("uid"),
+                "controller": true, "blockOwnerDeletion": true
+            }))
+            .expect("ownerReference"),
+        ]);
+        p
+    };
+    for (policy, dp) in [
+        ("background", DeleteParams::background()),
+        ("foreground", DeleteParams::foreground()),
+        ("orphan", DeleteParams::orphan()),
+    ] {
+        let owner = jobs
+            .create(&PostParams::default(), &job(&format!("gc-{policy}")))
+            .await
+            .expect("create owner");
+        let pod_name = format!("gc-{policy}-pod");
+        pods.create(&PostParams::default(), &owned_pod(&pod_name, &owner))
+            .await
+            .expect("create dependent");
+        let answer = jobs
+            .delete(&format!("gc-{policy}"), &dp)
+            .await
+            .expect("delete owner");
+        match policy {
+            "foreground" => {
+                let j = answer
+                    .left()
+                    .expect("the Job stays while dependents remain");
+                assert!(j.metadata.deletion_timestamp.is_some());
+                assert!(
+                    j.metadata
+                        .finalizers
+                        .unwrap_or_default()
+                        .contains(&"foregroundDeletion".to_string())
+                );
+            }
+            "orphan" => {
+                let j = answer
+                    .left()
+                    .expect("the Job stays until orphaning is done");
+                assert!(
+                    j.metadata
+                        .finalizers
+                        .unwrap_or_default()
+                        .contains(&"orphan".to_string())
+                );
+            }
+            _ => {}
+        }
+        let owner_gone = || {
+            let jobs = jobs.clone();
+            let name = format!("gc-{policy}");
+            async move {
+                matches!(jobs.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404)
+                    .then_some(())
+            }
+        };
+        eventually(T, &format!("{policy}: owner removed"), owner_gone).await;
+        if policy == "orphan" {
+            let p = pods.get(&pod_name).await.expect("orphaned pod is kept");
+            assert!(
+                p.metadata.owner_references.unwrap_or_default().is_empty(),
+                "the orphaned pod no longer names the deleted Job"
+            );
+        } else {
+            let pod_gone = || {
+                let pods = pods.clone();
+                let name = pod_name.clone();
+                async move {
+                    matches!(pods.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404)
+                        .then_some(())
+                }
+            };
+            eventually(T, &format!("{policy}: dependent pod removed"), pod_gone).await;
+        }
+    }
+}
