@@ -603,7 +603,12 @@ pub enum Change<'a> {
     },
 }
 
-fn apply_patch(content_type: &str, patch: &[u8], current: &Value) -> Result<Value, ApiError> {
+fn apply_patch(
+    content_type: &str,
+    patch: &[u8],
+    current: &Value,
+    kind_name: &str,
+) -> Result<Value, ApiError> {
     let mut doc = current.clone();
     match content_type {
         "application/json-patch+json" => {
@@ -615,15 +620,17 @@ fn apply_patch(content_type: &str, patch: &[u8], current: &Value) -> Result<Valu
                 err
             })?;
         }
-        // Strategic merge patch is applied as a JSON merge patch until the served types' merge keys
-        // are implemented.
         "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
             let p: Value = serde_json::from_slice(patch)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             if !p.is_object() {
                 return Err(ApiError::bad_request("the patch must be a JSON object"));
             }
-            json_patch::merge(&mut doc, &p);
+            if content_type == "application/merge-patch+json" {
+                json_patch::merge(&mut doc, &p);
+            } else {
+                doc = crate::smp::apply(&doc, &p, &crate::smp::Schema::for_kind(kind_name))?;
+            }
         }
         other => return Err(ApiError::unsupported_media_type(other)),
     }
@@ -685,7 +692,7 @@ async fn update_checked(
                 } else {
                     old.clone()
                 };
-                apply_patch(content_type, patch, &shown)?
+                apply_patch(content_type, patch, &shown, res.kind_name)?
             }
         };
         let mut new = to_storage_form(res, client_doc)?;

@@ -88,9 +88,10 @@ pub enum SmpError {
 }
 
 impl SmpError {
-    /// The HTTP status upstream's API server answers with: 400 for the malformed-directive
-    /// errors, 422 for lists of lists, and 500 (a plain error, not an API status) for the rest,
-    /// which is what upstream's `interpretStrategicMergePatchError` leaves unconverted.
+    /// The HTTP status: 400 for the malformed-directive errors (as upstream), 422 for the rest.
+    /// Upstream answers a plain 500 for the errors its `interpretStrategicMergePatchError`
+    /// leaves unconverted (unknown `$patch`, missing merge key, mixed element types); they are
+    /// the client's input errors, and this server never answers client input with a 5xx.
     pub fn code(&self) -> u16 {
         match self {
             SmpError::BadJsonDoc
@@ -98,8 +99,7 @@ impl SmpError {
             | SmpError::BadPatchFormatForRetainKeys
             | SmpError::BadPatchFormatForSetElementOrderList
             | SmpError::TooDeep => 400,
-            SmpError::NoListOfLists => 422,
-            _ => 500,
+            _ => 422,
         }
     }
 
@@ -119,7 +119,7 @@ impl SmpError {
                 }));
                 err
             }
-            code => ApiError::new(code, "", message),
+            code => ApiError::new(code, "Invalid", message),
         }
     }
 }

@@ -177,7 +177,7 @@ fn unknown_patch_directive_in_map_is_rejected() {
         e.to_string(),
         "unknown patch type: foo in map: map[$patch:foo a:b]"
     );
-    assert_eq!(e.code(), 500);
+    assert_eq!(e.code(), 422, "client input never gets a 5xx");
     // `$patch: merge` is a list-element directive; upstream refuses it in a map.
     let e = smp_err(json!({}), json!({"$patch": "merge"}));
     assert_eq!(
