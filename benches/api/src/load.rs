@@ -146,6 +146,8 @@ pub struct LevelResult {
     pub latencies_us: Vec<u32>,
     /// Every create sent at this level, warm-up included (all of them are stored objects).
     pub created: u64,
+    /// Response bytes over all creates: the stored object (defaults, uid, timestamps added).
+    pub response_bytes: u64,
 }
 
 /// The instants that bound one level: warm-up until `measure_from`, measured until `until`.
@@ -179,6 +181,7 @@ pub async fn run(
         async move {
             let mut latencies = Vec::new();
             let mut created = 0u64;
+            let mut response_bytes = 0u64;
             let mut name = String::with_capacity(prefix.len() + 12);
             loop {
                 let start = Instant::now();
@@ -197,21 +200,24 @@ pub async fn run(
                     );
                 }
                 created += 1;
+                response_bytes += body.len() as u64;
                 if start >= w.measure_from && end <= w.until {
                     let us = end.duration_since(start).as_micros();
                     latencies.push(u32::try_from(us).unwrap_or(u32::MAX));
                 }
             }
-            anyhow::Ok((latencies, created))
+            anyhow::Ok((latencies, created, response_bytes))
         }
     });
     let mut out = LevelResult {
         latencies_us: Vec::new(),
         created: 0,
+        response_bytes: 0,
     };
-    for (lat, created) in futures::future::try_join_all(tasks).await? {
+    for (lat, created, bytes) in futures::future::try_join_all(tasks).await? {
         out.latencies_us.extend(lat);
         out.created += created;
+        out.response_bytes += bytes;
     }
     Ok(out)
 }

@@ -113,10 +113,11 @@ fn main() -> anyhow::Result<()> {
         server::loadavg()
     );
     println!(
-        "  work dir   {} on {}; 4 KiB write + fdatasync median {:.2} ms",
+        "  work dir   {} on {}; write + fdatasync median: 4 KiB {:.2} ms, 256 KiB {:.2} ms",
         work.path().display(),
         machine.work_fs,
-        ms(machine.fsync)
+        ms(machine.fsync),
+        ms(machine.fsync_256k)
     );
     println!(
         "  pod body   {} bytes of JSON (labels, annotations, one container with command, args, env, resources)",
@@ -137,6 +138,7 @@ fn main() -> anyhow::Result<()> {
     let created: u64 = levels.iter().map(|l| l.created).sum();
     let (after_rss, after_hwm) = server::rss(srv.pid)?;
     srv.stop()?;
+    let store_bytes = dir_size(&data.join("store"));
 
     let filled = bench.ready_runs("filled", |_| data.clone())?;
 
@@ -154,8 +156,9 @@ fn main() -> anyhow::Result<()> {
         after_hwm as f64 / MIB
     );
     println!(
-        "  idle 1 s after restart on that data dir      {:>7.1} MiB",
-        filled.idle_rss as f64 / MIB
+        "  idle 1 s after restart on that data dir      {:>7.1} MiB   (store files on disk: {:.1} MiB)",
+        filled.idle_rss as f64 / MIB,
+        store_bytes as f64 / MIB
     );
     println!();
     println!(
@@ -210,6 +213,7 @@ struct ReadyRuns {
 struct Level {
     clients: usize,
     created: u64,
+    response_bytes: u64,
     window: Duration,
     latencies_us: Vec<u32>,
     server: Cpu,
@@ -308,6 +312,7 @@ impl Bench<'_> {
                 anyhow::Ok(Level {
                     clients: n,
                     created: res.created,
+                    response_bytes: res.response_bytes,
                     window: after.3 - before.3,
                     latencies_us: res.latencies_us,
                     server,
@@ -360,6 +365,12 @@ fn report_writes(args: &Args, levels: &[Level]) {
             verdict(rate >= TARGET_CREATES_PER_S),
             100.0 * rate / TARGET_CREATES_PER_S
         );
+    }
+    let (created, bytes) = levels
+        .iter()
+        .fold((0, 0), |(c, b), l| (c + l.created, b + l.response_bytes));
+    if let Some(mean) = bytes.checked_div(created) {
+        println!("  stored pod as returned by the create: {mean} bytes of JSON on average");
     }
 
     println!();
@@ -430,6 +441,21 @@ fn report_writes(args: &Args, levels: &[Level]) {
             "  (commit time: the writer's wall time per batch: apply, encode, redb transaction, fsync)"
         );
     }
+}
+
+/// Total size of the regular files under `dir`.
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 fn ms(d: Duration) -> f64 {

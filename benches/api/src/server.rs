@@ -336,6 +336,8 @@ pub struct Machine {
     pub work_fs: String,
     /// Median time of a 4 KiB write + fdatasync in the work dir: the floor under each commit.
     pub fsync: Duration,
+    /// The same with 256 KiB, about what a commit of a few dozen pods writes.
+    pub fsync_256k: Duration,
 }
 
 pub fn machine(work_dir: &Path) -> anyhow::Result<Machine> {
@@ -358,7 +360,8 @@ pub fn machine(work_dir: &Path) -> anyhow::Result<Machine> {
         cpu_model,
         kernel,
         work_fs: filesystem_of(work_dir),
-        fsync: fsync_probe(work_dir)?,
+        fsync: fsync_probe(work_dir, 4096)?,
+        fsync_256k: fsync_probe(work_dir, 256 * 1024)?,
     })
 }
 
@@ -378,12 +381,12 @@ fn filesystem_of(dir: &Path) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn fsync_probe(dir: &Path) -> anyhow::Result<Duration> {
+fn fsync_probe(dir: &Path, size: usize) -> anyhow::Result<Duration> {
     let path = dir.join("fsync-probe");
     let mut f = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    let block = [0x5au8; 4096];
-    let mut times = Vec::with_capacity(100);
-    for _ in 0..100 {
+    let block = vec![0x5au8; size];
+    let mut times = Vec::with_capacity(50);
+    for _ in 0..50 {
         let t = Instant::now();
         f.write_all(&block)?;
         f.sync_data()?;
