@@ -9,7 +9,12 @@
 //!
 //! The server runs as a child process on temporary data dirs and is stopped at the end. The
 //! load generator runs on one thread so it takes as little as possible of the CPU the server
-//! is measured on; its own CPU use is printed next to the server's.
+//! is measured on; its own CPU use is printed next to the server's, and so is the CPU every
+//! other process on the machine took, because figures from a shared machine mean little
+//! without it.
+//!
+//! Run: `cargo build --release -p kbatch && cargo run --release -p kbatch-bench-api --
+//! --kbatch target/release/kbatch` (add `--commit-stats` for group-commit batch sizes).
 
 mod load;
 mod server;
