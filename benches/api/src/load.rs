@@ -54,7 +54,7 @@ impl PodTemplate {
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["/bin/sh", "-c"],
                     "args": ["echo processing shard $SHARD of $SHARDS; sleep 5; echo done"],
-                    "workingDir": "/work",
+                    "workingDir": "/data",
                     "env": [
                         {"name": "SHARD", "value": "17"},
                         {"name": "SHARDS", "value": "128"},
