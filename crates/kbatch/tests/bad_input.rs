@@ -1450,3 +1450,78 @@ async fn type_confusion_never_5xx() {
         "server still ready after {n} bad requests"
     );
 }
+
+/// Server-side field validation: unknown fields are dropped with a warning by default
+/// (`Warn`), rejected with `Strict`, and silently dropped with `Ignore`.
+#[tokio::test]
+async fn unknown_fields_per_field_validation() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let body = |name: &str| {
+        let mut j = job_json(name);
+        j["spec"]["bogus"] = json!(1);
+        j.to_string()
+    };
+    let warning = |r: &Raw| {
+        r.headers
+            .get_all("warning")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+
+    let r = send(
+        &client,
+        "POST",
+        JOBS,
+        Some("application/json"),
+        body("warn"),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(
+        r.json()["spec"].get("bogus").is_none(),
+        "unknown fields are dropped"
+    );
+    assert_eq!(warning(&r), [r#"299 - "unknown field \"spec.bogus\"""#]);
+
+    let r = send(
+        &client,
+        "POST",
+        &format!("{JOBS}?fieldValidation=Strict"),
+        Some("application/json"),
+        body("strict"),
+    )
+    .await;
+    let s = status(&r, 400, "BadRequest");
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains(r#"strict decoding error: unknown field "spec.bogus""#),
+        "{}",
+        r.body
+    );
+
+    let r = send(
+        &client,
+        "POST",
+        &format!("{JOBS}?fieldValidation=Ignore"),
+        Some("application/json"),
+        body("ignore"),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(warning(&r).is_empty(), "{:?}", warning(&r));
+
+    let r = send(
+        &client,
+        "POST",
+        &format!("{JOBS}?fieldValidation=Sometimes"),
+        Some("application/json"),
+        body("bad-directive"),
+    )
+    .await;
+    status(&r, 400, "BadRequest");
+}
