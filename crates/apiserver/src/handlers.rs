@@ -243,18 +243,25 @@ fn check_namespace(t: &Target, v: &mut Value) -> Result<(), ApiError> {
 
 async fn ensure_namespace(st: &State, ns: &str) -> Result<(), ApiError> {
     let nsres = crate::resources::by_kind(Kind::Namespace);
-    match st.store.get(&nsres.key("", ns)) {
-        None => Err(ApiError::not_found("namespaces", "", ns)),
-        Some(o) => {
-            let v = parse_stored(&o)?;
-            if v.pointer("/metadata/deletionTimestamp").is_some() {
-                return Err(ApiError::forbidden(format!(
-                    "unable to create new content in namespace {ns} because it is being terminated"
-                )));
-            }
-            Ok(())
-        }
+    let o = st
+        .store
+        .get(&nsres.key("", ns))
+        .ok_or_else(|| ApiError::not_found("namespaces", "", ns))?;
+    // Every create passes here: parse the namespace only when it may be terminating.
+    let may_be_deleting = o
+        .raw
+        .windows(b"deletionTimestamp".len())
+        .any(|w| w == b"deletionTimestamp");
+    if may_be_deleting
+        && parse_stored(&o)?
+            .pointer("/metadata/deletionTimestamp")
+            .is_some()
+    {
+        return Err(ApiError::forbidden(format!(
+            "unable to create new content in namespace {ns} because it is being terminated"
+        )));
     }
+    Ok(())
 }
 
 /// `generateName` + 5 characters of upstream's alphabet, the prefix cut to fit 63.

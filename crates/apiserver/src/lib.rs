@@ -81,23 +81,25 @@ impl ServerState {
         let _ = self.shutdown.send(true);
     }
 
-    /// Create the system namespaces that are missing.
+    /// Create the system namespaces that are missing, concurrently so they share a commit.
     pub async fn bootstrap(&self) -> Result<(), ApiError> {
         let nsres = resources::by_kind(resources::Kind::Namespace);
-        for ns in SYSTEM_NAMESPACES {
-            let key = nsres.key("", ns);
-            if self.store.get(&key).is_some() {
-                continue;
-            }
-            let obj = json!({
-                "kind": "Namespace", "apiVersion": "v1",
-                "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(),
-                    "creationTimestamp": object::rfc3339(self.now()),
-                    "labels": {"kubernetes.io/metadata.name": ns}},
-                "spec": {"finalizers": ["kubernetes"]},
-                "status": {"phase": "Active"},
+        let creates = SYSTEM_NAMESPACES
+            .iter()
+            .filter(|ns| self.store.get(&nsres.key("", ns)).is_none())
+            .map(|ns| {
+                let obj = json!({
+                    "kind": "Namespace", "apiVersion": "v1",
+                    "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(),
+                        "creationTimestamp": object::rfc3339(self.now()),
+                        "labels": {"kubernetes.io/metadata.name": ns}},
+                    "spec": {"finalizers": ["kubernetes"]},
+                    "status": {"phase": "Active"},
+                });
+                async move { (ns, self.store.create(nsres.key("", ns), obj).await) }
             });
-            match self.store.create(key, obj).await {
+        for (ns, result) in futures::future::join_all(creates).await {
+            match result {
                 Ok(_) | Err(kbatch_store::StoreError::AlreadyExists(_)) => {}
                 Err(e) => return Err(handlers::store_err(nsres, ns, e)),
             }
