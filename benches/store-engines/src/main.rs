@@ -269,6 +269,13 @@ fn run_store(writers: usize, secs: f64, base: &Path) -> Res<Outcome> {
     })?;
     let elapsed = start.elapsed();
     let stats = store.stats();
+    let commits = stats.commits.max(1) as f64;
+    eprintln!(
+        "store x{writers}: writer busy {:.0}% of the run; per commit {:.0} us in the engine, {:.0} us in all",
+        stats.busy_micros as f64 / 1e4 / elapsed.as_secs_f64(),
+        stats.commit_micros as f64 / commits,
+        stats.busy_micros as f64 / commits,
+    );
     let mut latencies = latencies;
     latencies.sort_unstable();
     Ok(Outcome {
