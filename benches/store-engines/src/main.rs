@@ -286,6 +286,45 @@ fn run_store(writers: usize, secs: f64, base: &Path) -> Res<Outcome> {
     })
 }
 
+/// kbatch-store driven like the bare engines: one OS thread per writer, each blocking on its
+/// own write (a current-thread runtime per thread), so only the store differs.
+fn run_store_threads(writers: usize, secs: f64, base: &Path) -> Res<Outcome> {
+    let dir = tempfile::tempdir_in(base)?;
+    let store = kbatch_store::Store::open(dir.path(), kbatch_store::StoreOptions::default())?;
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let mut clients = Vec::new();
+    for wr in 0..writers {
+        let store = store.clone();
+        clients.push(std::thread::spawn(move || -> Res<Vec<Duration>> {
+            let rt = tokio::runtime::Builder::new_current_thread().build()?;
+            let mut lat = Vec::new();
+            let mut i = 0u64;
+            while Instant::now() < deadline {
+                let value: serde_json::Value = serde_json::from_slice(&value(wr, i))?;
+                let t0 = Instant::now();
+                rt.block_on(store.create(format!("/pods/default/job-{wr}-{i}"), value))?;
+                lat.push(t0.elapsed());
+                i += 1;
+            }
+            Ok(lat)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for c in clients {
+        latencies.extend(c.join().map_err(|_| "writer thread panicked")??);
+    }
+    let elapsed = start.elapsed();
+    let stats = store.stats();
+    latencies.sort_unstable();
+    Ok(Outcome {
+        writes: stats.writes,
+        commits: stats.commits,
+        elapsed,
+        latencies,
+    })
+}
+
 fn pct(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -326,6 +365,8 @@ fn main() -> Res<()> {
             for (ei, e) in engines.iter().enumerate() {
                 let o = if e == "store" {
                     run_store(w, secs, &dir)?
+                } else if e == "store-threads" {
+                    run_store_threads(w, secs, &dir)?
                 } else {
                     run(e, w, secs, &dir)?
                 };
