@@ -6,10 +6,12 @@
 //! number). Writers are threads that each submit one write and wait for its commit, in a loop.
 //! Prints objects/s, commits/s, the mean batch size and p50/p99 write latency.
 //!
+//! `store` runs the same load through kbatch-store itself (on fjall), for the end-to-end cost.
+//!
 //! Runs are interleaved over `--rounds` rounds (so that background load on a shared machine
 //! hits every engine alike) and the round with the median objects/s is reported.
 //!
-//! Usage: store-engines [--secs N] [--rounds R] [--writers 1,8,32] [--engines redb,sqlite,fjall]
+//! Usage: store-engines [--secs N] [--rounds R] [--writers 1,8,32] [--engines redb,sqlite,fjall,store]
 //!        [--dir D]
 
 use std::error::Error;
@@ -148,7 +150,7 @@ fn value(writer: usize, i: u64) -> Vec<u8> {
         r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"job-{writer}-{i}","namespace":"default","uid":"{writer:08x}-{i:016x}","labels":{{"batch.kubernetes.io/job-name":"job-{writer}"}}}},"spec":{{"restartPolicy":"Never","containers":[{{"name":"main","image":"busybox","command":["sh","-c","#,
     );
     let pad = 1024usize.saturating_sub(head.len() + 8);
-    format!("{head}{}\"]}}]}}}}", "x".repeat(pad)).into_bytes()
+    format!("{head}\"{}\"]}}]}}}}", "x".repeat(pad)).into_bytes()
 }
 
 struct Outcome {
@@ -228,6 +230,101 @@ fn run(engine_name: &str, writers: usize, secs: f64, base: &Path) -> Res<Outcome
     })
 }
 
+/// The same load through kbatch-store's own API (JSON stamping, index, watch history
+/// included), with the writers as tasks on a two-thread tokio runtime.
+fn run_store(writers: usize, secs: f64, base: &Path) -> Res<Outcome> {
+    let dir = tempfile::tempdir_in(base)?;
+    let store = kbatch_store::Store::open(dir.path(), kbatch_store::StoreOptions::default())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let latencies = rt.block_on(async {
+        let mut tasks = Vec::new();
+        for wr in 0..writers {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut i = 0u64;
+                while Instant::now() < deadline {
+                    let value: serde_json::Value = serde_json::from_slice(&value(wr, i))?;
+                    let t0 = Instant::now();
+                    store
+                        .create(format!("/pods/default/job-{wr}-{i}"), value)
+                        .await?;
+                    lat.push(t0.elapsed());
+                    i += 1;
+                }
+                Ok::<_, Box<dyn Error + Send + Sync>>(lat)
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await??);
+        }
+        store.close().await;
+        Ok::<_, Box<dyn Error + Send + Sync>>(all)
+    })?;
+    let elapsed = start.elapsed();
+    let stats = store.stats();
+    let commits = stats.commits.max(1) as f64;
+    eprintln!(
+        "store x{writers}: writer busy {:.0}% of the run; per commit {:.0} us in the engine, {:.0} us in all",
+        stats.busy_micros as f64 / 1e4 / elapsed.as_secs_f64(),
+        stats.commit_micros as f64 / commits,
+        stats.busy_micros as f64 / commits,
+    );
+    let mut latencies = latencies;
+    latencies.sort_unstable();
+    Ok(Outcome {
+        writes: stats.writes,
+        commits: stats.commits,
+        elapsed,
+        latencies,
+    })
+}
+
+/// kbatch-store driven like the bare engines: one OS thread per writer, each blocking on its
+/// own write (a current-thread runtime per thread), so only the store differs.
+fn run_store_threads(writers: usize, secs: f64, base: &Path) -> Res<Outcome> {
+    let dir = tempfile::tempdir_in(base)?;
+    let store = kbatch_store::Store::open(dir.path(), kbatch_store::StoreOptions::default())?;
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let mut clients = Vec::new();
+    for wr in 0..writers {
+        let store = store.clone();
+        clients.push(std::thread::spawn(move || -> Res<Vec<Duration>> {
+            let rt = tokio::runtime::Builder::new_current_thread().build()?;
+            let mut lat = Vec::new();
+            let mut i = 0u64;
+            while Instant::now() < deadline {
+                let value: serde_json::Value = serde_json::from_slice(&value(wr, i))?;
+                let t0 = Instant::now();
+                rt.block_on(store.create(format!("/pods/default/job-{wr}-{i}"), value))?;
+                lat.push(t0.elapsed());
+                i += 1;
+            }
+            Ok(lat)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for c in clients {
+        latencies.extend(c.join().map_err(|_| "writer thread panicked")??);
+    }
+    let elapsed = start.elapsed();
+    let stats = store.stats();
+    latencies.sort_unstable();
+    Ok(Outcome {
+        writes: stats.writes,
+        commits: stats.commits,
+        elapsed,
+        latencies,
+    })
+}
+
 fn pct(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -240,7 +337,9 @@ fn main() -> Res<()> {
     let mut secs = 3.0;
     let mut rounds = 3usize;
     let mut writers = vec![1usize, 8, 32];
-    let mut engines: Vec<String> = ["redb", "sqlite", "fjall"].map(String::from).to_vec();
+    let mut engines: Vec<String> = ["redb", "sqlite", "fjall", "store"]
+        .map(String::from)
+        .to_vec();
     let mut dir = std::env::temp_dir();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -264,7 +363,13 @@ fn main() -> Res<()> {
     for round in 0..rounds.max(1) {
         for (wi, &w) in writers.iter().enumerate() {
             for (ei, e) in engines.iter().enumerate() {
-                let o = run(e, w, secs, &dir)?;
+                let o = if e == "store" {
+                    run_store(w, secs, &dir)?
+                } else if e == "store-threads" {
+                    run_store_threads(w, secs, &dir)?
+                } else {
+                    run(e, w, secs, &dir)?
+                };
                 let s = o.elapsed.as_secs_f64();
                 let row = [
                     o.writes as f64 / s,

@@ -125,7 +125,7 @@ impl WatchCursor {
     pub(crate) fn position(&self) -> u64 {
         // Buffered events are not consumed yet: resume from just before the first of them.
         match self.buf.front() {
-            Some(ev) => ev.object.rv - 1,
+            Some(ev) => ev.object.rv.saturating_sub(1),
             None => self.cursor,
         }
     }

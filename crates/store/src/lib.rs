@@ -131,6 +131,11 @@ pub struct StoreStats {
     pub rejected: u64,
     /// The largest number of writes committed in one transaction.
     pub max_batch: u64,
+    /// Total time spent in engine commits (the fsync included), in microseconds.
+    pub commit_micros: u64,
+    /// Total time the writer spent on batches (checks, stamping, commit, publishing), in
+    /// microseconds; the rest of its time it waited for requests.
+    pub busy_micros: u64,
     /// Events currently held in the watch history.
     pub history_len: usize,
     /// The oldest revision a watch can start from.
@@ -143,6 +148,8 @@ pub(crate) struct Counters {
     pub writes: AtomicU64,
     pub rejected: AtomicU64,
     pub max_batch: AtomicU64,
+    pub commit_micros: AtomicU64,
+    pub busy_micros: AtomicU64,
 }
 
 /// State shared by the writer thread, the store handles and the watches.
@@ -330,6 +337,8 @@ impl Store {
             writes: shared.counters.writes.load(Ordering::Relaxed),
             rejected: shared.counters.rejected.load(Ordering::Relaxed),
             max_batch: shared.counters.max_batch.load(Ordering::Relaxed),
+            commit_micros: shared.counters.commit_micros.load(Ordering::Relaxed),
+            busy_micros: shared.counters.busy_micros.load(Ordering::Relaxed),
             history_len,
             oldest_watchable,
         }

@@ -44,6 +44,10 @@ pub(crate) enum Msg {
     Close(oneshot::Sender<()>),
 }
 
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
 pub(crate) struct Writer {
     engine: Option<Box<dyn Engine>>,
     shared: Arc<Shared>,
@@ -160,10 +164,14 @@ impl Writer {
                 old_compacted: self.compacted,
                 compacted,
             };
+            let commit_started = Instant::now();
             let result = match self.engine.as_mut() {
                 Some(engine) => engine.commit(&commit),
                 None => Err(StoreError::Closed),
             };
+            counters
+                .commit_micros
+                .fetch_add(micros(commit_started), Ordering::Relaxed);
             if let Err(e) = result {
                 tracing::error!(error = %e, writes = changes.len(), "commit failed");
                 // Every answer in the batch may depend on a write that did not happen.
@@ -187,7 +195,7 @@ impl Writer {
                 writes = changes.len(),
                 rejected,
                 revision,
-                micros = started.elapsed().as_micros() as u64,
+                micros = micros(started),
                 "batch committed"
             );
         }
@@ -195,6 +203,9 @@ impl Writer {
             // A caller that gave up waiting still had its write applied; nothing to do.
             let _ = reply.send(result);
         }
+        counters
+            .busy_micros
+            .fetch_add(micros(started), Ordering::Relaxed);
     }
 
     /// Check one request's precondition and build its event at revision `rv`.

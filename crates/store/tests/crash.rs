@@ -84,15 +84,21 @@ fn kill9_keeps_acknowledged_writes() {
         .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir.path())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn writer");
     let stdout = child.stdout.take().expect("child stdout");
-    let mut lines = BufReader::new(stdout).lines();
+    // Read on a thread so that a writer that stalls cannot hang the test.
+    let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
 
-    // Let the burst run until a few thousand writes are acknowledged, then kill it mid-flight.
-    let mut acks: Vec<(String, String, u64)> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
     let parse = |line: &str, acks: &mut Vec<(String, String, u64)>| {
         let mut parts = line.split(' ');
         if parts.next() != Some("ACK") {
@@ -106,20 +112,21 @@ fn kill9_keeps_acknowledged_writes() {
             acks.push((op.to_owned(), key.to_owned(), rv));
         }
     };
-    for line in lines.by_ref() {
-        let line = line.expect("read child output");
-        parse(&line, &mut acks);
-        if acks.len() >= 3000 || Instant::now() > deadline {
-            break;
-        }
-    }
-    child.kill().expect("SIGKILL the writer");
-    // Lines already written before the kill were acknowledged too.
-    for line in lines {
-        match line {
+    // Let the burst run until a few thousand writes are acknowledged, then kill it mid-flight.
+    let mut acks: Vec<(String, String, u64)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acks.len() < 3000 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match line_rx.recv_timeout(left) {
             Ok(line) => parse(&line, &mut acks),
             Err(_) => break,
         }
+    }
+    child.kill().expect("SIGKILL the writer");
+    // Lines already written before the kill were acknowledged too; the reader stops at EOF.
+    reader.join().expect("reader thread");
+    for line in line_rx.try_iter() {
+        parse(&line, &mut acks);
     }
     let status = child.wait().expect("reap writer");
     assert!(!status.success(), "writer was killed, not finished");

@@ -454,6 +454,15 @@ async fn concurrent_writers_share_commits() {
     let s = open(dir.path(), 100_000);
     let tasks = 64;
     let per_task = 40u64;
+    // A live watcher running alongside the writers sees every revision once, in order.
+    let mut live = s.watch("/", 0).expect("watch");
+    let live_task = tokio::spawn(async move {
+        let mut rvs = Vec::new();
+        while let Some(ev) = live.next().await {
+            rvs.push(ev.expect("no watch error").object.rv);
+        }
+        rvs
+    });
     let mut handles = Vec::new();
     for t in 0..tasks {
         let s = s.clone();
@@ -512,6 +521,13 @@ async fn concurrent_writers_share_commits() {
         }
     }
     assert_eq!(s.get("/pods/ns/shared").map(|o| o.rv), Some(shared_last));
+
+    s.close().await;
+    let live_rvs = tokio::time::timeout(Duration::from_secs(10), live_task)
+        .await
+        .expect("live watcher ends on close")
+        .expect("join");
+    assert_eq!(live_rvs, (1..=stats.revision).collect::<Vec<_>>());
 }
 
 #[tokio::test]

@@ -16,6 +16,8 @@ const META_REVISION: &[u8] = b"revision";
 const META_COMPACTED: &[u8] = b"compacted";
 /// Block cache: reads are served from memory, so the cache only helps open() and compaction.
 const CACHE_BYTES: u64 = 16 << 20;
+/// Journal bound (fjall's minimum): it caps what open() replays after a crash.
+const JOURNAL_BYTES: u64 = 64 << 20;
 
 pub(crate) struct FjallEngine {
     db: Database,
@@ -41,6 +43,7 @@ impl FjallEngine {
     ) -> Result<(FjallEngine, Loaded), StoreError> {
         let db = Database::builder(dir.join(DB_DIR))
             .cache_size(CACHE_BYTES)
+            .max_journaling_size(JOURNAL_BYTES)
             .open()
             .map_err(be("open database"))?;
         let objects = db

@@ -54,7 +54,8 @@ pub(crate) fn history_window(
 ) -> (VecDeque<WatchEvent>, u64) {
     let mut start = events.len();
     let mut expect = revision;
-    while start > 0 && events[start - 1].object.rv == expect {
+    // Revisions start at 1, so the run stops there even in a damaged log.
+    while start > 0 && expect > 0 && events[start - 1].object.rv == expect {
         start -= 1;
         expect = expect.saturating_sub(1);
     }
@@ -73,6 +74,42 @@ pub(crate) fn history_window(
         ev.prev = last.get(&ev.object.key).cloned();
         last.insert(ev.object.key.clone(), Arc::clone(&ev.object));
     }
-    let compacted = revision - history.len() as u64;
+    let compacted = revision.saturating_sub(history.len() as u64);
     (history, compacted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EventType;
+
+    fn ev(rv: u64) -> WatchEvent {
+        WatchEvent {
+            kind: EventType::Added,
+            object: Arc::new(Object {
+                key: format!("/k/{rv}"),
+                rv,
+                raw: bytes::Bytes::from_static(b"{}"),
+            }),
+            prev: None,
+        }
+    }
+
+    fn rvs(h: &VecDeque<WatchEvent>) -> Vec<u64> {
+        h.iter().map(|e| e.object.rv).collect()
+    }
+
+    #[test]
+    fn window_keeps_the_contiguous_tail_up_to_the_cap() {
+        let (h, compacted) = history_window((3..=10).map(ev).collect(), 10, 5);
+        assert_eq!((rvs(&h), compacted), (vec![6, 7, 8, 9, 10], 5));
+        // A gap: only the run that reaches the revision is usable.
+        let (h, compacted) = history_window([2, 3, 5, 6].map(ev).to_vec(), 6, 100);
+        assert_eq!((rvs(&h), compacted), (vec![5, 6], 4));
+        // A log that stops short of the revision gives no history at all.
+        let (h, compacted) = history_window([1, 2].map(ev).to_vec(), 4, 100);
+        assert_eq!((h.len(), compacted), (0, 4));
+        let (h, compacted) = history_window(Vec::new(), 0, 100);
+        assert_eq!((h.len(), compacted), (0, 0));
+    }
 }
