@@ -35,6 +35,8 @@ pub mod tracking;
 mod tests;
 #[cfg(test)]
 mod testutil;
+#[cfg(test)]
+mod tracking_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -558,7 +560,6 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
                 &active_pods,
                 &succeeded_indexes,
                 &fi,
-                &uncounted,
                 expected_removed,
                 only_replace_failed,
             );
@@ -904,18 +905,15 @@ fn failed_indexes_of(
 
 /// Per index that still needs a pod, the failed pod (highest failure count) whose finalizer
 /// stays until its replacement is created, so the replacement can inherit the count.
-#[allow(clippy::too_many_arguments)]
 fn delayed_deletions<'a>(
     job: &Job,
     pods: &'a [Pod],
     active: &[&Pod],
     succeeded: &Intervals,
     failed: &Intervals,
-    uncounted: &Uncounted,
     expected_removed: &BTreeSet<String>,
     only_replace_failed: bool,
 ) -> BTreeMap<i32, &'a Pod> {
-    let _ = uncounted;
     let completions = indexed_completions(job).unwrap_or(0);
     let active_ix = indexed::indexes_of(active.iter().copied());
     let mut out: BTreeMap<i32, &'a Pod> = BTreeMap::new();
