@@ -18,9 +18,9 @@
 //!    succeeded, then emit its events;
 //! 6. emit [`Plan::events`] and requeue after [`Plan::requeue_after`].
 //!
-//! The plan assumes every create and delete succeeds. When one fails, the loop should skip
-//! the status writes of this plan and requeue with rate limiting: the next sync recomputes
-//! from what the informers then show.
+//! The plan assumes every create and delete succeeds. When some fail, the loop decides again
+//! with the same inputs plus [`SyncContext::failed_pod_actions`], runs steps 2-6 of that
+//! plan (its pod lists then hold only what went through), and requeues with rate limiting.
 
 pub mod backoff;
 pub mod conditions;
@@ -73,6 +73,19 @@ pub struct SyncContext {
     pub backoff_config: BackoffConfig,
     pub max_uncounted_pods: usize,
     pub max_pod_create_delete_per_sync: usize,
+    /// Set when re-deciding a sync whose pod creations or deletions partly failed: the
+    /// counts then reflect only what happened, and a finishing decision whose deletions
+    /// did not all go through is put off (pods may still be running uncounted).
+    pub failed_pod_actions: Option<FailedPodActions>,
+}
+
+/// The pod actions of a plan that did not go through.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FailedPodActions {
+    /// How many of the planned creations failed (or were skipped by slow start).
+    pub creates: usize,
+    /// UIDs of the planned deletions that failed.
+    pub deletes: BTreeSet<String>,
 }
 
 impl Default for SyncContext {
@@ -84,6 +97,7 @@ impl Default for SyncContext {
             backoff_config: BackoffConfig::default(),
             max_uncounted_pods: tracking::MAX_UNCOUNTED_PODS,
             max_pod_create_delete_per_sync: MAX_POD_CREATE_DELETE_PER_SYNC,
+            failed_pod_actions: None,
         }
     }
 }
@@ -616,17 +630,20 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
                 reason: DeletionReason::Finishing,
             })
             .collect();
-        if !ctx.satisfied_expectations {
-            // Pods may exist that the cache does not show yet: decide again later.
-            finished = None;
-        }
         st.active -= to_i32(n);
         st.terminating = st.terminating.saturating_add(to_i32(n));
         st.ready -= ready_deleted;
+        let all_deleted = account_failed_actions(&mut st);
+        if !ctx.satisfied_expectations || !all_deleted {
+            // Pods may exist that the cache does not show yet, or still run: decide again
+            // later rather than count them as failed now.
+            finished = None;
+        }
     } else {
         let mut managed = false;
         if ctx.satisfied_expectations && job.metadata.deletion_timestamp.is_none() {
             manage(&mut st);
+            account_failed_actions(&mut st);
             managed = true;
         }
         let complete = match spec.completions {
@@ -723,6 +740,35 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
         backoff: st.backoff,
         tracking: Some(tracking),
     }
+}
+
+/// Puts back into the counts the planned creations and deletions that failed; the failed
+/// ones are also dropped from the plan. Returns whether every planned deletion went through.
+fn account_failed_actions(st: &mut State<'_>) -> bool {
+    let Some(failed) = st.ctx.failed_pod_actions.as_ref() else {
+        return true;
+    };
+    let not_created = failed.creates.min(st.creates.len());
+    st.creates.truncate(st.creates.len() - not_created);
+    st.active -= to_i32(not_created);
+    let (failed_deletes, kept): (Vec<PodDeletion>, Vec<PodDeletion>) =
+        std::mem::take(&mut st.deletes)
+            .into_iter()
+            .partition(|d| failed.deletes.contains(&d.pod.uid));
+    st.deletes = kept;
+    for d in &failed_deletes {
+        st.active += 1;
+        st.terminating -= 1;
+        if st
+            .pods
+            .iter()
+            .find(|p| pods::uid(p) == d.pod.uid)
+            .is_some_and(pods::is_ready)
+        {
+            st.ready += 1;
+        }
+    }
+    failed_deletes.is_empty()
 }
 
 /// Creates or deletes pods to reach the wanted number of active pods (upstream manageJob).

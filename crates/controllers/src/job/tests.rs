@@ -2523,3 +2523,74 @@ fn no_panic_on_odd_input() {
         &SyncContext::default(),
     );
 }
+
+#[test]
+fn failed_pod_actions_are_accounted_for() {
+    // Two creations planned, one failed: active counts only the one created.
+    let job = job_nonindexed(2, Some(5), 6);
+    let ctx = SyncContext {
+        failed_pod_actions: Some(FailedPodActions {
+            creates: 1,
+            deletes: BTreeSet::new(),
+        }),
+        ..Default::default()
+    };
+    let plan = sync(&job, &[], now(), &ctx);
+    assert_eq!(plan.pods_to_create.len(), 1);
+    assert_eq!(plan.final_status().unwrap_or_default().active, Some(1));
+
+    // "too many active pods, with controller error": the deletion failed, nothing changes.
+    let pods = ready(3);
+    let plan = sync(
+        &job_nonindexed(2, Some(5), 6),
+        &pods,
+        now(),
+        &SyncContext::default(),
+    );
+    let failed_uids: BTreeSet<String> = plan
+        .pods_to_delete
+        .iter()
+        .map(|d| d.pod.uid.clone())
+        .collect();
+    let ctx = SyncContext {
+        failed_pod_actions: Some(FailedPodActions {
+            creates: 0,
+            deletes: failed_uids,
+        }),
+        ..Default::default()
+    };
+    let plan = sync(&job_nonindexed(2, Some(5), 6), &pods, now(), &ctx);
+    assert!(plan.pods_to_delete.is_empty());
+    let st = plan.final_status().unwrap_or_default();
+    assert_eq!(
+        (st.active, st.ready, st.terminating),
+        (Some(3), Some(3), Some(0))
+    );
+
+    // A finishing deletion that failed puts the failure decision off: the running pod is
+    // neither counted as failed nor stripped of its finalizer.
+    let job = job_nonindexed(2, Some(3), 0);
+    let pods = cat(vec![running(1), failed(1)]);
+    let plan = sync(&job, &pods, now(), &SyncContext::default());
+    let failed_uids: BTreeSet<String> = plan
+        .pods_to_delete
+        .iter()
+        .map(|d| d.pod.uid.clone())
+        .collect();
+    assert_eq!(failed_uids.len(), 1);
+    let ctx = SyncContext {
+        failed_pod_actions: Some(FailedPodActions {
+            creates: 0,
+            deletes: failed_uids,
+        }),
+        ..Default::default()
+    };
+    let plan = sync(&job, &pods, now(), &ctx);
+    let st = plan.final_status().unwrap_or_default();
+    assert_eq!(
+        (st.active, st.failed, st.terminating),
+        (Some(1), Some(1), Some(0))
+    );
+    assert_eq!(st.conditions, None);
+    assert_eq!(plan.finalizers_to_remove.len(), 1);
+}
