@@ -293,6 +293,229 @@ mod tests {
         }
     }
 
+    /// 2009-11-10T23:00:00Z plus `ms` milliseconds, the reference time of upstream's tables.
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(1_257_894_000_000 + ms).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn pod_at(phase: &str, finished: &[Option<i64>]) -> Pod {
+        let mut p = new_pod_in_phase(phase);
+        p.metadata.creation_timestamp = None;
+        if let Some(s) = p.status.as_mut() {
+            s.container_statuses = Some(
+                finished
+                    .iter()
+                    .map(|f| ContainerStatus {
+                        name: "c".into(),
+                        state: Some(kbatch_api::k8s_openapi::api::core::v1::ContainerState {
+                            terminated: f.map(|ms| {
+                                kbatch_api::k8s_openapi::api::core::v1::ContainerStateTerminated {
+                                    finished_at: Some(time(t(ms))),
+                                    ..Default::default()
+                                }
+                            }),
+                            running: f.is_none().then(Default::default),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+            );
+        }
+        p
+    }
+
+    #[test]
+    fn new_backoff_record_table() {
+        // TestNewBackoffRecord: (name, stored failures, succeeded ms, failed ms, want count,
+        // want last failure ms)
+        let cases: &[(&str, i32, &[i64], &[i64], i32, Option<i64>)] = &[
+            ("empty store and one new failure", 0, &[], &[0], 1, Some(0)),
+            (
+                "empty store and two new failures",
+                0,
+                &[],
+                &[0, -1],
+                2,
+                Some(0),
+            ),
+            (
+                "empty store, two failures followed by success",
+                0,
+                &[0],
+                &[-2, -1],
+                0,
+                None,
+            ),
+            (
+                "empty store, two failures, one success and two more failures",
+                0,
+                &[-2],
+                &[0, -4, -3, -1],
+                2,
+                Some(0),
+            ),
+            (
+                "store having failure count 2 and one new failure",
+                2,
+                &[],
+                &[0],
+                3,
+                Some(0),
+            ),
+            (
+                "success and failure at the same timestamp",
+                0,
+                &[0],
+                &[0],
+                0,
+                None,
+            ),
+            ("no success or failure", 0, &[], &[], 0, None),
+            ("one success", 0, &[0], &[], 0, None),
+        ];
+        for (name, stored, succ, fail, want_n, want_t) in cases {
+            let rec = BackoffRecord {
+                failures_after_last_success: *stored,
+                last_failure_time: None,
+            };
+            let s: Vec<Pod> = succ
+                .iter()
+                .map(|ms| pod_at("Succeeded", &[Some(*ms)]))
+                .collect();
+            let f: Vec<Pod> = fail
+                .iter()
+                .map(|ms| pod_at("Failed", &[Some(*ms)]))
+                .collect();
+            let got = rec.observe(&s.iter().collect::<Vec<_>>(), &f.iter().collect::<Vec<_>>());
+            assert_eq!(got.failures_after_last_success, *want_n, "{name}");
+            assert_eq!(got.last_failure_time, want_t.map(t), "{name}");
+        }
+    }
+
+    #[test]
+    fn get_finished_time_table() {
+        let sec = 1000;
+        let mut cases: Vec<(&str, Pod, Timestamp)> = Vec::new();
+        cases.push((
+            "multiple containers, all terminated",
+            pod_at("Failed", &[Some(-sec), Some(0), Some(-2 * sec)]),
+            t(0),
+        ));
+        let mut p = pod_at("Failed", &[Some(-sec), None, Some(-2 * sec)]);
+        p.metadata.deletion_timestamp = Some(time(t(0)));
+        cases.push(("one container still running: deletion timestamp", p, t(0)));
+        let mut p = pod_at("Failed", &[None]);
+        p.metadata.deletion_timestamp = Some(time(t(0)));
+        p.metadata.deletion_grace_period_seconds = Some(30);
+        cases.push(("deletion timestamp minus the grace period", p, t(-30 * sec)));
+        let mut p = new_pod_in_phase("Failed");
+        p.metadata.creation_timestamp = None;
+        set_ready(&mut p, false, t(0));
+        cases.push(("Ready=False transition time", p, t(0)));
+        let mut p = new_pod_in_phase("Failed");
+        set_ready(&mut p, true, t(-30 * sec));
+        p.metadata.deletion_timestamp = Some(time(t(0)));
+        cases.push(("Ready=True is skipped", p, t(0)));
+        let mut p = new_pod_in_phase("Failed");
+        p.metadata.creation_timestamp = Some(time(t(0)));
+        cases.push(("creation timestamp", p, t(0)));
+        let mut p = pod_at("Failed", &[Some(-sec)]);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.init_containers = Some(vec![kbatch_api::k8s_openapi::api::core::v1::Container {
+                name: "sidecar".into(),
+                restart_policy: Some("Always".into()),
+                ..Default::default()
+            }]);
+        }
+        if let Some(s) = p.status.as_mut() {
+            let mut sidecar = pod_at("Failed", &[Some(0)])
+                .status
+                .and_then(|s| s.container_statuses)
+                .unwrap_or_default();
+            if let Some(c) = sidecar.first_mut() {
+                c.name = "sidecar".into();
+            }
+            s.init_container_statuses = Some(sidecar);
+        }
+        cases.push(("sidecar finishes after the main containers", p, t(0)));
+        for (name, pod, want) in cases {
+            assert_eq!(finish_time(&pod), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn get_remaining_backoff_time_table() {
+        let cfg = BackoffConfig {
+            base: Duration::from_secs(5),
+            max: Duration::from_secs(700),
+        };
+        // (name, failures, last failure set, now offset s, want s)
+        let cases: &[(&str, i32, bool, i64, u64)] = &[
+            ("no failures", 0, false, 0, 0),
+            ("one failure; same time", 1, true, 0, 5),
+            ("one failure; 1s later", 1, true, 1, 4),
+            ("one failure; at the expected back-off", 1, true, 5, 0),
+            ("one failure; past the expected back-off", 1, true, 6, 0),
+            ("three failures", 3, true, 0, 20),
+            ("eight failures, below the max", 8, true, 0, 640),
+            ("nine failures, capped at the max", 9, true, 0, 700),
+        ];
+        for (name, n, has_last, now_s, want) in cases {
+            let rec = BackoffRecord {
+                failures_after_last_success: *n,
+                last_failure_time: has_last.then(|| t(0)),
+            };
+            assert_eq!(
+                rec.remaining(t(now_s * 1000), &cfg),
+                Duration::from_secs(*want),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn get_remaining_backoff_time_per_index_table() {
+        let cfg = BackoffConfig {
+            base: Duration::from_secs(5),
+            max: Duration::from_secs(700),
+        };
+        let failed_at = |count: &str, ignored: Option<&str>| {
+            let mut p = new_pod_in_phase("Failed");
+            p.metadata.deletion_timestamp = Some(time(t(0)));
+            annotate(
+                &mut p,
+                kbatch_api::keys::JOB_INDEX_FAILURE_COUNT_ANNOTATION,
+                count,
+            );
+            if let Some(i) = ignored {
+                annotate(
+                    &mut p,
+                    kbatch_api::keys::JOB_INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
+                    i,
+                );
+            }
+            p
+        };
+        assert_eq!(
+            remaining_for_index(t(0), &cfg, None),
+            Duration::ZERO,
+            "no failures"
+        );
+        let p = failed_at("2", None);
+        assert_eq!(
+            remaining_for_index(t(0), &cfg, Some(&p)),
+            Duration::from_secs(20),
+            "two prev failures"
+        );
+        let p = failed_at("1", Some("1"));
+        assert_eq!(
+            remaining_for_index(t(0), &cfg, Some(&p)),
+            Duration::from_secs(20),
+            "one prev failure counted and one ignored"
+        );
+    }
+
     #[test]
     fn finish_time_sources() {
         let p = pod_finished_at("Failed", secs(7));

@@ -3,7 +3,7 @@
 //! invalid index to remove.
 
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kbatch_api::k8s_openapi::api::core::v1::Pod;
 use kbatch_api::keys;
@@ -182,22 +182,26 @@ pub fn first_pending_indexes(non_pending: &Intervals, count: usize, completions:
     out
 }
 
-/// Splits active pods of an Indexed Job into those that must go (no index, an index at or
-/// beyond `completions`, or a duplicate of an index that keeps its best pod) and the rest.
+/// Splits active pods of an Indexed Job into those that must go and the rest. Going, in
+/// this order: pods without a valid index, the extra pods of a repeated index (each index
+/// keeps its best pod by deletion preference), then pods whose index is at or beyond
+/// `completions`, by index.
 pub fn split_invalid_and_duplicates<'a>(
     active: &[&'a Pod],
     completions: i32,
 ) -> (Vec<&'a Pod>, Vec<&'a Pod>) {
     let mut rm = Vec::new();
     let mut keep = Vec::new();
-    let mut by_index: std::collections::BTreeMap<i32, Vec<&'a Pod>> = Default::default();
+    let mut in_range: BTreeMap<i32, Vec<&'a Pod>> = BTreeMap::new();
+    let mut out_of_range: BTreeMap<i32, Vec<&'a Pod>> = BTreeMap::new();
     for &p in active {
         match completion_index(p) {
-            Some(ix) if ix < completions => by_index.entry(ix).or_default().push(p),
-            _ => rm.push(p),
+            None => rm.push(p),
+            Some(ix) if ix >= completions => out_of_range.entry(ix).or_default().push(p),
+            Some(ix) => in_range.entry(ix).or_default().push(p),
         }
     }
-    for (_, mut group) in by_index {
+    for (_, mut group) in in_range {
         // The last pod in deletion-preference order is the one most worth keeping.
         group.sort_by(|a, b| pods::active_pods_cmp(a, b));
         if let Some(best) = group.pop() {
@@ -205,7 +209,24 @@ pub fn split_invalid_and_duplicates<'a>(
             keep.push(best);
         }
     }
+    rm.extend(out_of_range.into_values().flatten());
     (rm, keep)
+}
+
+/// The succeeded indexes recorded in `completedIndexes` (within range) and those plus the
+/// indexes of succeeded pods not yet accounted for (still holding the tracking finalizer).
+pub fn succeeded_indexes(
+    completed_indexes: &str,
+    pods: &[Pod],
+    completions: i32,
+) -> (Intervals, Intervals) {
+    let prev = Intervals::parse(completed_indexes, completions);
+    let new = pods
+        .iter()
+        .filter(|p| super::pods::is_succeeded(p) && super::pods::has_tracking_finalizer(p))
+        .filter_map(|p| valid_index(p, completions));
+    let all = prev.with_indexes(new);
+    (prev, all)
 }
 
 /// `<job>-<index>-`, cut so that the prefix fits in the 58 characters a generated name may
@@ -318,6 +339,308 @@ mod tests {
         ];
         for (np, count, c, want) in cases {
             assert_eq!(first_pending_indexes(&iv(np), *count, *c), want.to_vec());
+        }
+    }
+
+    fn index_phase(ix: &str, phase: &str) -> Pod {
+        let mut p = crate::job::testutil::new_pod_in_phase(phase);
+        if ix != "-" {
+            crate::job::testutil::annotate(&mut p, keys::JOB_COMPLETION_INDEX_ANNOTATION, ix);
+        }
+        p
+    }
+
+    fn to_index_phases(pods: &[&Pod]) -> Vec<(String, String)> {
+        pods.iter()
+            .map(|p| {
+                let ix = p
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(keys::JOB_COMPLETION_INDEX_ANNOTATION))
+                    .cloned()
+                    .unwrap_or_else(|| "-".into());
+                (ix, super::pods::phase(p).to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn calculate_succeeded_indexes_table() {
+        // (name, completedIndexes, pods (index, phase), completions, want prev, want all)
+        let s = "Succeeded";
+        let f = "Failed";
+        let cases: &[(
+            &str,
+            &str,
+            &[(&str, &str)],
+            i32,
+            &[(i32, i32)],
+            &[(i32, i32)],
+        )] = &[
+            ("one index", "", &[("1", s)], 2, &[], &[(1, 1)]),
+            (
+                "two separate",
+                "",
+                &[("2", f), ("5", s), ("5", s), ("10", f), ("10", s)],
+                11,
+                &[],
+                &[(5, 5), (10, 10)],
+            ),
+            (
+                "two intervals",
+                "",
+                &[
+                    ("0", "Running"),
+                    ("1", "Pending"),
+                    ("2", s),
+                    ("3", s),
+                    ("5", s),
+                    ("6", s),
+                    ("7", s),
+                ],
+                8,
+                &[],
+                &[(2, 3), (5, 7)],
+            ),
+            (
+                "one index and one interval",
+                "",
+                &[
+                    ("0", s),
+                    ("1", f),
+                    ("2", s),
+                    ("3", s),
+                    ("4", s),
+                    ("5", s),
+                    ("-", s),
+                    ("-2", s),
+                ],
+                6,
+                &[],
+                &[(0, 0), (2, 5)],
+            ),
+            (
+                "out of range",
+                "",
+                &[
+                    ("0", s),
+                    ("1", s),
+                    ("2", s),
+                    ("3", f),
+                    ("4", s),
+                    ("5", s),
+                    ("-", s),
+                    ("-2", s),
+                ],
+                5,
+                &[],
+                &[(0, 2), (4, 4)],
+            ),
+            (
+                "prev interval out of range",
+                "0-5,8-10",
+                &[],
+                8,
+                &[(0, 5)],
+                &[(0, 5)],
+            ),
+            (
+                "prev interval partially out of range",
+                "0-5,8-10",
+                &[],
+                10,
+                &[(0, 5), (8, 9)],
+                &[(0, 5), (8, 9)],
+            ),
+            (
+                "prev and new separate",
+                "0,4,5,10-12",
+                &[("2", s), ("7", s), ("8", s)],
+                13,
+                &[(0, 0), (4, 5), (10, 12)],
+                &[(0, 0), (2, 2), (4, 5), (7, 8), (10, 12)],
+            ),
+            (
+                "prev between new",
+                "3,4,6",
+                &[("2", s), ("7", s), ("8", s)],
+                9,
+                &[(3, 4), (6, 6)],
+                &[(2, 4), (6, 8)],
+            ),
+            (
+                "new between prev",
+                "2,7,8",
+                &[("3", s), ("4", s), ("6", s)],
+                9,
+                &[(2, 2), (7, 8)],
+                &[(2, 4), (6, 8)],
+            ),
+            (
+                "new within prev",
+                "2-7",
+                &[("0", s), ("3", s), ("5", s), ("9", s)],
+                10,
+                &[(2, 7)],
+                &[(0, 0), (2, 7), (9, 9)],
+            ),
+            (
+                "corrupted interval",
+                "0,1-foo,bar",
+                &[("3", s)],
+                4,
+                &[(0, 0)],
+                &[(0, 0), (3, 3)],
+            ),
+        ];
+        for (name, prev, pods, c, want_prev, want_all) in cases {
+            let pods: Vec<Pod> = pods.iter().map(|(ix, ph)| index_phase(ix, ph)).collect();
+            let (got_prev, got_all) = succeeded_indexes(prev, &pods, *c);
+            assert_eq!(got_prev, iv(want_prev), "{name}: prev");
+            assert_eq!(got_all, iv(want_all), "{name}: all");
+        }
+    }
+
+    #[test]
+    fn intervals_have_index_table() {
+        let cases: &[(&[(i32, i32)], i32, bool)] = &[
+            (&[], 4, false),
+            (&[(2, 4), (5, 7)], 1, false),
+            (&[(2, 4), (6, 8)], 9, false),
+            (&[(2, 4), (6, 8)], 5, false),
+            (&[(2, 4), (6, 8)], 2, true),
+            (&[(2, 4), (6, 8)], 8, true),
+        ];
+        for (l, ix, want) in cases {
+            assert_eq!(iv(l).has(*ix), *want, "{l:?} has {ix}");
+        }
+    }
+
+    #[test]
+    fn first_pending_indexes_upstream_table() {
+        // (name, count, completions, active (index, phase), succeeded, want)
+        let cases: &[(&str, usize, i32, &[(&str, &str)], &[(i32, i32)], &[i32])] = &[
+            ("cnt greater than completions", 5, 3, &[], &[], &[0, 1, 2]),
+            ("cnt less than completions", 2, 5, &[], &[], &[0, 1]),
+            (
+                "first pods active",
+                3,
+                10,
+                &[("0", "Running"), ("1", "Pending")],
+                &[],
+                &[2, 3, 4],
+            ),
+            (
+                "last pods active or succeeded",
+                6,
+                6,
+                &[("6", "Pending")],
+                &[(4, 5)],
+                &[0, 1, 2, 3],
+            ),
+            (
+                "mixed",
+                5,
+                20,
+                &[
+                    ("3", "Pending"),
+                    ("5", "Running"),
+                    ("8", "Pending"),
+                    ("-", "Running"),
+                    ("-3", "Running"),
+                ],
+                &[(2, 4), (9, 9)],
+                &[0, 1, 6, 7, 10],
+            ),
+        ];
+        for (name, count, c, active, succ, want) in cases {
+            let pods: Vec<Pod> = active.iter().map(|(ix, ph)| index_phase(ix, ph)).collect();
+            let non_pending = iv(succ).with_indexes(indexes_of(pods.iter()));
+            assert_eq!(
+                first_pending_indexes(&non_pending, *count, *c),
+                want.to_vec(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn duplicated_index_pods_for_removal_table() {
+        type IP<'a> = &'a [(&'a str, &'a str)];
+        let (p, r) = ("Pending", "Running");
+        // (name, pods, completions, want removed, want kept)
+        let cases: &[(&str, IP, i32, IP, IP)] = &[
+            (
+                "all unique",
+                &[("-", p), ("2", p), ("5", r), ("6", r)],
+                6,
+                &[("-", p), ("6", r)],
+                &[("2", p), ("5", r)],
+            ),
+            (
+                "all with index",
+                &[
+                    ("5", p),
+                    ("0", r),
+                    ("3", p),
+                    ("0", r),
+                    ("3", r),
+                    ("0", p),
+                    ("6", r),
+                    ("6", p),
+                ],
+                6,
+                &[("0", p), ("0", r), ("3", p), ("6", r), ("6", p)],
+                &[("0", r), ("3", r), ("5", p)],
+            ),
+            (
+                "mixed",
+                &[
+                    ("-", p),
+                    ("invalid", r),
+                    ("-2", r),
+                    ("0", p),
+                    ("1", p),
+                    ("1", p),
+                    ("1", r),
+                ],
+                6,
+                &[("-", p), ("invalid", r), ("-2", r), ("1", p), ("1", p)],
+                &[("0", p), ("1", r)],
+            ),
+        ];
+        for (name, pods, c, want_rm, want_keep) in cases {
+            let pods: Vec<Pod> = pods.iter().map(|(ix, ph)| index_phase(ix, ph)).collect();
+            let refs: Vec<&Pod> = pods.iter().collect();
+            let (rm, keep) = split_invalid_and_duplicates(&refs, *c);
+            let owned = |v: IP| -> Vec<(String, String)> {
+                v.iter()
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect()
+            };
+            assert_eq!(to_index_phases(&rm), owned(want_rm), "{name}: removed");
+            assert_eq!(to_index_phases(&keep), owned(want_keep), "{name}: kept");
+        }
+    }
+
+    #[test]
+    fn pod_generate_name_with_index_table() {
+        let cases: &[(&str, i32, &str)] = &[
+            ("indexed-job", 1, "indexed-job-1-"),
+            (
+                "hhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooo",
+                1,
+                "hhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhh-1-",
+            ),
+            (
+                "hhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhoo",
+                1,
+                "hhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhh-1-",
+            ),
+        ];
+        for (job, ix, want) in cases {
+            assert_eq!(generate_name_with_index(job, *ix), *want);
         }
     }
 

@@ -534,15 +534,11 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
     let mut failed_indexes = None;
     let mut delayed: BTreeMap<i32, &Pod> = BTreeMap::new();
     if indexed {
-        prev_succeeded_indexes = Intervals::parse(
+        (prev_succeeded_indexes, succeeded_indexes) = indexed::succeeded_indexes(
             status.completed_indexes.as_deref().unwrap_or(""),
+            pods,
             completions,
         );
-        let new_ix = pods
-            .iter()
-            .filter(|p| pods::is_succeeded(p) && pods::has_tracking_finalizer(p));
-        succeeded_indexes = prev_succeeded_indexes
-            .with_indexes(new_ix.filter_map(|p| indexed::valid_index(p, completions)));
         succeeded = to_i32(usize::try_from(succeeded_indexes.total()).unwrap_or(usize::MAX));
         if has_blpi {
             let fi = failed_indexes_of(job, pods, &status, completions, only_replace_failed);
