@@ -448,4 +448,291 @@ mod tests {
         annotate(&mut p, keys::JOB_INDEX_FAILURE_COUNT_ANNOTATION, "bogus");
         assert_eq!(index_failure_count(&p), 0);
     }
+
+    /// A failed pod "default/mypod": containers (name, exit code or still running), init
+    /// containers, and pod conditions (type, status).
+    fn pod(
+        containers: &[(&str, Option<i32>)],
+        init: &[(&str, i32)],
+        conds: &[(&str, &str)],
+    ) -> Pod {
+        let mut p = failed(&[], &[]);
+        for (n, c) in containers {
+            match c {
+                Some(code) => add_container_exit(&mut p, n, *code, false),
+                None => {
+                    if let Some(s) = p.status.as_mut() {
+                        s.container_statuses
+                            .get_or_insert_with(Vec::new)
+                            .push(ContainerStatus {
+                                name: n.to_string(),
+                                ..Default::default()
+                            });
+                    }
+                }
+            }
+        }
+        for (n, c) in init {
+            add_container_exit(&mut p, n, *c, true);
+        }
+        for (t, st) in conds {
+            p = with_condition(p, t, st);
+        }
+        p
+    }
+
+    #[test]
+    fn match_pod_failure_policy_upstream_table() {
+        let dt = "DisruptionTarget";
+        // (name, rules, pod, want message, want count, want action)
+        let cases: Vec<(
+            &str,
+            Option<Vec<PodFailurePolicyRule>>,
+            Pod,
+            Option<&str>,
+            bool,
+            Option<Action>,
+        )> = vec![
+            (
+                "unknown action for rule matching by exit codes - skip rule with unknown action",
+                Some(vec![
+                    exit_rule("UnknownAction", None, "In", &[1, 2]),
+                    exit_rule("FailJob", None, "In", &[2, 3]),
+                ]),
+                pod(&[("main-container", Some(2))], &[], &[]),
+                Some(
+                    "Container main-container for pod default/mypod failed with exit code 2 matching FailJob rule at index 1",
+                ),
+                true,
+                Some(Action::FailJob),
+            ),
+            (
+                "unknown action for rule matching by pod conditions - skip rule with unknown action",
+                Some(vec![
+                    cond_rule("UnkonwnAction", dt, Some("True")),
+                    cond_rule("Ignore", dt, Some("True")),
+                ]),
+                pod(&[], &[], &[(dt, "True")]),
+                None,
+                false,
+                Some(Action::Ignore),
+            ),
+            (
+                "unknown operator - rule is skipped for onExitCodes",
+                Some(vec![
+                    exit_rule("Ignore", None, "UnknownOperator", &[1, 2]),
+                    exit_rule("FailJob", None, "In", &[2, 3]),
+                ]),
+                pod(&[("main-container", Some(2))], &[], &[]),
+                Some(
+                    "Container main-container for pod default/mypod failed with exit code 2 matching FailJob rule at index 1",
+                ),
+                true,
+                Some(Action::FailJob),
+            ),
+            (
+                "no policy rules",
+                None,
+                pod(&[("", Some(2))], &[], &[]),
+                None,
+                true,
+                None,
+            ),
+            (
+                "ignore rule matched for exit codes",
+                Some(vec![exit_rule("Ignore", None, "In", &[1, 2, 3])]),
+                pod(&[("", Some(2))], &[], &[]),
+                None,
+                false,
+                Some(Action::Ignore),
+            ),
+            (
+                "ignore rule matched on negative exit codes - needed for Windows support",
+                Some(vec![exit_rule(
+                    "Ignore",
+                    None,
+                    "In",
+                    &[-1073741676, -1073741510],
+                )]),
+                pod(&[("", Some(-1073741510))], &[], &[]),
+                None,
+                false,
+                Some(Action::Ignore),
+            ),
+            (
+                "FailJob rule matched for exit codes",
+                Some(vec![exit_rule("FailJob", None, "In", &[1, 2, 3])]),
+                pod(&[("main-container", Some(2))], &[], &[]),
+                Some(
+                    "Container main-container for pod default/mypod failed with exit code 2 matching FailJob rule at index 0",
+                ),
+                true,
+                Some(Action::FailJob),
+            ),
+            (
+                "successful containers are skipped by the rules",
+                Some(vec![exit_rule("FailJob", None, "NotIn", &[111])]),
+                pod(
+                    &[
+                        ("main-container", Some(111)),
+                        ("suppport-container", Some(0)),
+                    ],
+                    &[("init-container", 0)],
+                    &[],
+                ),
+                None,
+                true,
+                None,
+            ),
+            (
+                "FailIndex rule matched for exit codes",
+                Some(vec![exit_rule("FailIndex", None, "In", &[1, 2, 3])]),
+                pod(&[("", Some(2))], &[], &[]),
+                None,
+                true,
+                Some(Action::FailIndex),
+            ),
+            (
+                "pod failure policy with NotIn operator and value 0",
+                Some(vec![exit_rule("FailJob", None, "NotIn", &[0])]),
+                pod(
+                    &[("main-container", Some(1)), ("suppport-container", Some(0))],
+                    &[],
+                    &[],
+                ),
+                Some(
+                    "Container main-container for pod default/mypod failed with exit code 1 matching FailJob rule at index 0",
+                ),
+                true,
+                Some(Action::FailJob),
+            ),
+            (
+                "second jobfail rule matched for exit codes",
+                Some(vec![
+                    exit_rule("Count", None, "In", &[1, 2, 3]),
+                    exit_rule("FailJob", None, "In", &[4, 5, 6]),
+                ]),
+                pod(&[("main-container", Some(6))], &[], &[]),
+                Some(
+                    "Container main-container for pod default/mypod failed with exit code 6 matching FailJob rule at index 1",
+                ),
+                true,
+                Some(Action::FailJob),
+            ),
+            (
+                "count rule matched for exit codes",
+                Some(vec![exit_rule("Count", None, "In", &[1, 2, 3])]),
+                pod(&[("foo", None), ("bar", Some(2))], &[], &[]),
+                None,
+                true,
+                Some(Action::Count),
+            ),
+            (
+                "FailIndex rule matched for pod conditions",
+                Some(vec![cond_rule("FailIndex", dt, Some("True"))]),
+                pod(&[], &[], &[(dt, "True")]),
+                None,
+                true,
+                Some(Action::FailIndex),
+            ),
+            (
+                "ignore rule matched for pod conditions",
+                Some(vec![cond_rule("Ignore", dt, Some("True"))]),
+                pod(&[], &[], &[(dt, "True")]),
+                None,
+                false,
+                Some(Action::Ignore),
+            ),
+            (
+                "ignore rule matches by the status=False",
+                Some(vec![cond_rule("Ignore", dt, Some("False"))]),
+                pod(&[], &[], &[(dt, "False")]),
+                None,
+                false,
+                Some(Action::Ignore),
+            ),
+            (
+                "ignore rule matches by the status=Unknown",
+                Some(vec![cond_rule("Ignore", dt, Some("Unknown"))]),
+                pod(&[], &[], &[(dt, "Unknown")]),
+                None,
+                false,
+                Some(Action::Ignore),
+            ),
+            (
+                "ignore rule does not match when status for pattern is False, but actual True",
+                Some(vec![cond_rule("Ignore", dt, Some("False"))]),
+                pod(&[], &[], &[(dt, "True")]),
+                None,
+                true,
+                None,
+            ),
+            (
+                "ignore rule does not match when status for pattern is True, but actual False",
+                Some(vec![cond_rule("Ignore", dt, Some("True"))]),
+                pod(&[], &[], &[(dt, "False")]),
+                None,
+                true,
+                None,
+            ),
+            (
+                "default - do not match condition with status=False",
+                Some(vec![cond_rule("Ignore", dt, None)]),
+                pod(&[], &[], &[(dt, "False")]),
+                None,
+                true,
+                None,
+            ),
+            (
+                "job fail rule matched for pod conditions",
+                Some(vec![cond_rule("FailJob", dt, Some("True"))]),
+                pod(&[], &[], &[(dt, "True")]),
+                Some(
+                    "Pod default/mypod has condition DisruptionTarget matching FailJob rule at index 0",
+                ),
+                true,
+                Some(Action::FailJob),
+            ),
+            (
+                "count rule matched for pod conditions",
+                Some(vec![cond_rule("Count", dt, Some("True"))]),
+                pod(&[], &[], &[(dt, "True")]),
+                None,
+                true,
+                Some(Action::Count),
+            ),
+            (
+                "no rule matched: the first rule counts",
+                Some(vec![
+                    exit_rule("Count", None, "NotIn", &[8]),
+                    exit_rule("Ignore", None, "In", &[1, 2, 3]),
+                    exit_rule("FailJob", None, "NotIn", &[5, 6, 7]),
+                    cond_rule("Count", "ResourceLimitExceeded", Some("True")),
+                    cond_rule("Ignore", dt, Some("True")),
+                ]),
+                pod(&[("", Some(32))], &[], &[]),
+                None,
+                true,
+                Some(Action::Count),
+            ),
+            (
+                "expected matching rule returned",
+                Some(vec![
+                    cond_rule("FailJob", "MaxFailedIndexesExceeded", Some("True")),
+                    cond_rule("Ignore", dt, Some("True")),
+                ]),
+                pod(&[], &[], &[(dt, "True")]),
+                None,
+                false,
+                Some(Action::Ignore),
+            ),
+        ];
+        for (name, rules, p, msg, count, action) in cases {
+            let pol = rules.map(policy);
+            let m = match_pod(pol.as_ref(), &p);
+            assert_eq!(m.fail_job_message.as_deref(), msg, "{name}: message");
+            assert_eq!(m.count_failed, count, "{name}: count");
+            assert_eq!(m.action, action, "{name}: action");
+        }
+    }
 }

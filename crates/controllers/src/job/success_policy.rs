@@ -171,4 +171,195 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn match_success_policy_upstream_table() {
+        use crate::job::indexed::Interval;
+        type Rules<'a> = &'a [(Option<&'a str>, Option<i32>)];
+        // (name, succeeded intervals, rules, want matched rule); completions is 10 throughout.
+        let cases: &[(&str, &[(i32, i32)], Option<Rules>, Option<usize>)] = &[
+            ("successPolicy is null", &[(0, 0)], None, None),
+            ("any rules are nothing", &[(0, 0)], Some(&[]), None),
+            (
+                "succeededIndexes is invalid format",
+                &[(0, 0)],
+                Some(&[(Some("invalid-form"), None)]),
+                None,
+            ),
+            (
+                "succeededIndexes matched",
+                &[(0, 2), (4, 7)],
+                Some(&[(Some("0-2"), None)]),
+                Some(0),
+            ),
+            (
+                "succeededIndexes didn't match",
+                &[(0, 2)],
+                Some(&[(Some("3"), None)]),
+                None,
+            ),
+            (
+                "succeededCount matched",
+                &[(0, 2)],
+                Some(&[(None, Some(2))]),
+                Some(0),
+            ),
+            (
+                "succeededCount didn't match",
+                &[(0, 2)],
+                Some(&[(None, Some(4))]),
+                None,
+            ),
+            (
+                "multiple rules, one met",
+                &[(0, 2), (4, 7)],
+                Some(&[(Some("9"), None), (Some("4,6"), None)]),
+                Some(1),
+            ),
+            (
+                "multiple rules, all met",
+                &[(0, 2), (4, 7)],
+                Some(&[(Some("0,1"), None), (Some("5"), None)]),
+                Some(0),
+            ),
+            (
+                "indexes and count met",
+                &[(0, 2), (4, 7)],
+                Some(&[(Some("3-6"), Some(2))]),
+                Some(0),
+            ),
+            (
+                "indexes and count not met",
+                &[(0, 2), (6, 7)],
+                Some(&[(Some("3-6"), Some(2))]),
+                None,
+            ),
+            ("no succeeded indexes", &[], Some(&[(None, Some(4))]), None),
+            (
+                "rule is a proper subset",
+                &[(1, 5), (6, 9)],
+                Some(&[(Some("2-4,6-8"), None)]),
+                Some(0),
+            ),
+            (
+                "rule equals succeeded",
+                &[(2, 4), (6, 9)],
+                Some(&[(Some("2-4,6-9"), None)]),
+                Some(0),
+            ),
+            (
+                "rule is a subset",
+                &[(2, 5), (7, 15)],
+                Some(&[(Some("2-4,8-12"), None)]),
+                Some(0),
+            ),
+            (
+                "rule is an empty set",
+                &[(1, 3)],
+                Some(&[(Some(""), None)]),
+                None,
+            ),
+            (
+                "succeeded is an empty set",
+                &[],
+                Some(&[(Some(""), None)]),
+                None,
+            ),
+            (
+                "rule outside succeeded",
+                &[(1, 3), (5, 7)],
+                Some(&[(Some("10-12,14-16"), None)]),
+                None,
+            ),
+            (
+                "rule overlaps at first",
+                &[(2, 4), (6, 8)],
+                Some(&[(Some("1-3,5-7"), None)]),
+                None,
+            ),
+            (
+                "rule overlaps at first, with count",
+                &[(2, 4), (6, 8)],
+                Some(&[(Some("1-3,5-7"), Some(4))]),
+                Some(0),
+            ),
+            (
+                "rule overlaps at last",
+                &[(1, 3), (5, 7)],
+                Some(&[(Some("2-4,6-9"), None)]),
+                None,
+            ),
+            (
+                "rule overlaps at last, with count",
+                &[(1, 3), (5, 7)],
+                Some(&[(Some("2-4,6-9"), Some(4))]),
+                Some(0),
+            ),
+            (
+                "rule completely overlaps",
+                &[(1, 3), (7, 8)],
+                Some(&[(Some("0-4,6-9"), None)]),
+                None,
+            ),
+            (
+                "rule completely overlaps, with count",
+                &[(1, 3), (7, 8)],
+                Some(&[(Some("0-4,6-9"), Some(5))]),
+                Some(0),
+            ),
+            (
+                "rule overlaps multiple at last",
+                &[(1, 3), (5, 9)],
+                Some(&[(Some("0-6,8-9"), None)]),
+                None,
+            ),
+            (
+                "rule overlaps multiple at last, with count",
+                &[(1, 3), (5, 9)],
+                Some(&[(Some("0-6,8-9"), Some(7))]),
+                Some(0),
+            ),
+            (
+                "rule overlaps at first and equals at last",
+                &[(1, 5), (7, 10)],
+                Some(&[(Some("0-5,7-9"), None)]),
+                None,
+            ),
+            (
+                "rule overlaps at first and equals at last, with count",
+                &[(1, 5), (7, 10)],
+                Some(&[(Some("0-5,7-9"), Some(8))]),
+                Some(0),
+            ),
+            (
+                "first rule overlaps at first",
+                &[(1, 10)],
+                Some(&[(Some("0-3,6-9"), None)]),
+                None,
+            ),
+            (
+                "first rule overlaps at first, with count",
+                &[(1, 10)],
+                Some(&[(Some("0-3,6-9"), Some(7))]),
+                Some(0),
+            ),
+        ];
+        for (name, succeeded, rules, want) in cases {
+            let policy = rules.map(|r| SuccessPolicy {
+                rules: r.iter().map(|(ix, c)| rule(*ix, *c)).collect(),
+            });
+            let succeeded = Intervals(
+                succeeded
+                    .iter()
+                    .map(|&(first, last)| Interval { first, last })
+                    .collect(),
+            );
+            let got = match_success_policy(policy.as_ref(), 10, &succeeded);
+            assert_eq!(
+                got,
+                want.map(|i| format!("Matched rules at index {i}")),
+                "{name}"
+            );
+        }
+    }
 }
