@@ -400,7 +400,10 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
         return Plan::skipped(Skip::ManagedElsewhere(other.to_string()), ctx);
     }
     if is_finished(job) {
-        return Plan::skipped(Skip::Finished, ctx);
+        // Nothing more to back off from: the loop may drop the record.
+        let mut plan = Plan::skipped(Skip::Finished, ctx);
+        plan.backoff = BackoffRecord::default();
+        return plan;
     }
     let Some(spec) = job.spec.as_ref() else {
         return Plan::skipped(Skip::InvalidSpec, ctx);
@@ -513,7 +516,14 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
             status.start_time.as_ref(),
             suspended(spec),
         ) {
-            let elapsed = now.duration_since(start.0);
+            // A Job being resumed starts its deadline afresh (its startTime is reset below);
+            // measuring from the stale startTime would fail it the moment it resumes.
+            let resuming = conditions::is_true(&existing, keys::JOB_SUSPENDED);
+            let elapsed = if resuming {
+                kbatch_api::k8s_openapi::jiff::SignedDuration::ZERO
+            } else {
+                now.duration_since(start.0)
+            };
             let allowed = kbatch_api::k8s_openapi::jiff::SignedDuration::from_secs(ads);
             if elapsed >= allowed {
                 finished = Some(conditions::new(

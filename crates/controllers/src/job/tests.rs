@@ -170,6 +170,8 @@ struct Want {
     /// Finalizer removals: by deletions that remove it first plus by accounting.
     patches: usize,
     requeue: Option<Duration>,
+    /// Messages of the conditions, when checked.
+    messages: Vec<&'static str>,
 }
 
 struct Row {
@@ -278,6 +280,15 @@ fn run(r: Row) {
         .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
         .collect();
     assert_eq!(got, want_c, "{name}: conditions");
+    if !want.messages.is_empty() {
+        let msgs: Vec<&str> = st
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.message.as_deref().unwrap_or(""))
+            .collect();
+        assert_eq!(msgs, want.messages, "{name}: condition messages");
+    }
     let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
     assert_eq!(
         st.start_time.is_none(),
@@ -1569,6 +1580,26 @@ fn ix_pod(ix: i32, phase: char, failure_count: i32) -> Pod {
 
 #[test]
 fn sync_job_with_backoff_limit_per_index() {
+    // Upstream's pods are named mypod-<position>.
+    let named_all = |pods: Vec<Pod>| -> Vec<Pod> {
+        pods.into_iter()
+            .enumerate()
+            .map(|(i, p)| named(p, &format!("mypod-{i}")))
+            .collect()
+    };
+    let exit3 = |name: &str| {
+        let mut p = failed_with_exit(3);
+        if let Some(cs) = p
+            .status
+            .as_mut()
+            .and_then(|s| s.container_statuses.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            cs.name = name.into();
+        }
+        with_index(with_failure_count(p, 0), "0")
+    };
+    let fail_job_msg = "Container x for pod default/mypod-0 failed with exit code 3 matching FailJob rule at index 0";
     let rows = vec![
         row(
             "successful job after a single failure within index",
@@ -1585,10 +1616,24 @@ fn sync_job_with_backoff_limit_per_index() {
             },
         ),
         row(
+            "single failed pod, not counted as the replacement pod creation is delayed",
+            blpi(job_indexed(2, 2, 6), 1),
+            vec![ix_pod(0, 'F', 0)],
+            Want {
+                creates: 2,
+                created_indexes: Some(vec![0, 1]),
+                active: 2,
+                failed_indexes: Some(""),
+                ..Default::default()
+            },
+        ),
+        row(
             "single failed pod replaced already",
             blpi(job_indexed(2, 2, 6), 1),
-            vec![ix_pod(0, 'F', 0), ix_pod(0, 'R', 1), ix_pod(1, 'R', 0)],
+            vec![ix_pod(0, 'F', 0), ix_pod(0, 'P', 1)],
             Want {
+                creates: 1,
+                created_indexes: Some(vec![1]),
                 active: 2,
                 failed: 1,
                 failed_indexes: Some(""),
@@ -1599,12 +1644,13 @@ fn sync_job_with_backoff_limit_per_index() {
         row(
             "single failed index due to exceeding the backoff limit per index, the job continues",
             blpi(job_indexed(2, 2, 6), 1),
-            vec![ix_pod(0, 'F', 1), ix_pod(1, 'R', 0)],
+            vec![ix_pod(0, 'F', 1)],
             Want {
+                creates: 1,
+                created_indexes: Some(vec![1]),
                 active: 1,
                 failed: 1,
                 failed_indexes: Some("0"),
-                completed_indexes: Some(""),
                 patches: 1,
                 ..Default::default()
             },
@@ -1615,11 +1661,10 @@ fn sync_job_with_backoff_limit_per_index() {
                 blpi(job_indexed(2, 2, 6), 1),
                 vec![exit_rule("FailIndex", &[3])],
             ),
-            vec![
-                with_index(with_failure_count(failed_with_exit(3), 0), "0"),
-                ix_pod(1, 'R', 0),
-            ],
+            vec![exit3("main-container")],
             Want {
+                creates: 1,
+                created_indexes: Some(vec![1]),
                 active: 1,
                 failed: 1,
                 failed_indexes: Some("0"),
@@ -1630,47 +1675,39 @@ fn sync_job_with_backoff_limit_per_index() {
         row(
             "job failed index due to FailJob action",
             pfp(
-                blpi(job_indexed(2, 2, 6), 1),
+                with_spec(blpi(job_indexed(2, 2, 6), 1), |s| s.backoff_limit = Some(6)),
                 vec![exit_rule("FailJob", &[3])],
             ),
-            vec![
-                with_index(
-                    with_failure_count(named(failed_with_exit(3), "mypod-0"), 0),
-                    "0",
-                ),
-                ix_pod(1, 'R', 0),
-            ],
+            named_all(vec![exit3("x")]),
             Want {
-                deletes: 1,
-                failed: 2,
-                terminating: 1,
+                failed: 1,
                 failed_indexes: Some(""),
-                conditions: vec![("FailureTarget", "True", "PodFailurePolicy")],
-                patches: 2,
+                conditions: vec![
+                    ("FailureTarget", "True", "PodFailurePolicy"),
+                    ("Failed", "True", "PodFailurePolicy"),
+                ],
+                messages: vec![fail_job_msg, fail_job_msg],
+                patches: 1,
                 ..Default::default()
             },
         ),
         row(
             "job pod failure ignored due to matching Ignore action",
             pfp(
-                blpi(job_indexed(2, 2, 6), 0),
+                with_spec(blpi(job_indexed(2, 2, 6), 1), |s| s.backoff_limit = Some(6)),
                 vec![exit_rule("Ignore", &[3])],
             ),
-            vec![
-                with_index(with_failure_count(failed_with_exit(3), 0), "0"),
-                ix_pod(1, 'R', 0),
-            ],
+            vec![exit3("x")],
             Want {
-                creates: 1,
-                created_indexes: Some(vec![0]),
+                creates: 2,
+                created_indexes: Some(vec![0, 1]),
                 active: 2,
                 failed_indexes: Some(""),
-                patches: 0,
                 ..Default::default()
             },
         ),
         row(
-            "job exceeding the global backoff limit",
+            "job failed due to exceeding backoffLimit before backoffLimitPerIndex",
             with_spec(blpi(job_indexed(2, 2, 6), 1), |s| s.backoff_limit = Some(1)),
             vec![ix_pod(0, 'F', 0), ix_pod(1, 'F', 0)],
             Want {
@@ -1680,12 +1717,16 @@ fn sync_job_with_backoff_limit_per_index() {
                     ("FailureTarget", "True", "BackoffLimitExceeded"),
                     ("Failed", "True", "BackoffLimitExceeded"),
                 ],
+                messages: vec![
+                    "Job has reached the specified backoff limit",
+                    "Job has reached the specified backoff limit",
+                ],
                 patches: 2,
                 ..Default::default()
             },
         ),
         row(
-            "job with failed indexes, the job fails",
+            "job failed due to failed indexes",
             blpi(job_indexed(2, 2, 6), 1),
             vec![ix_pod(0, 'F', 1), ix_pod(1, 'S', 0)],
             Want {
@@ -1697,6 +1738,7 @@ fn sync_job_with_backoff_limit_per_index() {
                     ("FailureTarget", "True", "FailedIndexes"),
                     ("Failed", "True", "FailedIndexes"),
                 ],
+                messages: vec!["Job has failed indexes", "Job has failed indexes"],
                 patches: 2,
                 ..Default::default()
             },
@@ -1708,16 +1750,19 @@ fn sync_job_with_backoff_limit_per_index() {
             }),
             vec![
                 ix_pod(0, 'F', 1),
-                ix_pod(1, 'F', 1),
-                ix_pod(2, 'R', 0),
+                ix_pod(1, 'S', 0),
+                ix_pod(2, 'F', 1),
                 ix_pod(3, 'R', 0),
             ],
             Want {
-                deletes: 2,
-                failed: 4,
-                terminating: 2,
-                failed_indexes: Some("0,1"),
+                deletes: 1,
+                succeeded: 1,
+                failed: 3,
+                terminating: 1,
+                completed_indexes: Some("1"),
+                failed_indexes: Some("0,2"),
                 conditions: vec![("FailureTarget", "True", "MaxFailedIndexesExceeded")],
+                messages: vec!["Job has exceeded the specified maximal number of failed indexes"],
                 patches: 4,
                 ..Default::default()
             },
@@ -2593,4 +2638,47 @@ fn failed_pod_actions_are_accounted_for() {
     );
     assert_eq!(st.conditions, None);
     assert_eq!(plan.finalizers_to_remove.len(), 1);
+}
+
+#[test]
+fn resuming_restarts_the_deadline() {
+    // Suspended long ago with a deadline long past: resuming starts the clock afresh.
+    let job = with_status(
+        with_deadline(job_nonindexed(1, Some(1), 6), 10, 1000),
+        |s| {
+            s.conditions = Some(vec![cond(
+                "Suspended",
+                "True",
+                "JobSuspended",
+                "Job suspended",
+            )]);
+        },
+    );
+    let plan = sync(&job, &[], now(), &SyncContext::default());
+    assert_eq!(plan.pods_to_create.len(), 1);
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(10)));
+    let st = plan.final_status().unwrap_or_default();
+    assert_eq!(st.start_time, Some(Time(now())));
+    let types: Vec<&str> = st
+        .conditions
+        .iter()
+        .flatten()
+        .map(|c| c.type_.as_str())
+        .collect();
+    assert_eq!(types, vec!["Suspended"]);
+
+    // A finished Job is left alone and its back-off record dropped.
+    let job = with_status(job_nonindexed(1, Some(1), 6), |s| {
+        s.conditions = Some(vec![cond("Failed", "True", "BackoffLimitExceeded", "")]);
+    });
+    let ctx = SyncContext {
+        backoff: BackoffRecord {
+            failures_after_last_success: 3,
+            last_failure_time: Some(now()),
+        },
+        ..Default::default()
+    };
+    let plan = sync(&job, &[], now(), &ctx);
+    assert_eq!(plan.skip, Some(Skip::Finished));
+    assert_eq!(plan.backoff, BackoffRecord::default());
 }
