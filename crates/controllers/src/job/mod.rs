@@ -25,6 +25,7 @@
 pub mod backoff;
 pub mod conditions;
 pub mod indexed;
+pub mod ownership;
 pub mod pod_failure_policy;
 pub mod pods;
 pub mod success_policy;
@@ -276,6 +277,24 @@ impl Plan {
         let after = self.status_after_all_finalizers().map(|(s, _)| s);
         after.or_else(|| self.status.clone())
     }
+}
+
+/// Upstream `SlowStartInitialBatchSize`.
+pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
+
+/// The batch sizes in which to send `n` pod creations: 1, 2, 4, ... so that a failing
+/// namespace (quota, admission) costs few calls. The loop stops at the first batch with an
+/// error and reports the rest as not created.
+pub fn slow_start_batches(n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut left = n;
+    let mut size = SLOW_START_INITIAL_BATCH_SIZE.min(left);
+    while left > 0 {
+        out.push(size);
+        left -= size;
+        size = size.saturating_mul(2).min(left);
+    }
+    out
 }
 
 /// Whether a Job is Indexed; `Some(completions)` then.

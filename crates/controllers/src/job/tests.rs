@@ -2682,3 +2682,110 @@ fn resuming_restarts_the_deadline() {
     assert_eq!(plan.skip, Some(Skip::Finished));
     assert_eq!(plan.backoff, BackoffRecord::default());
 }
+
+#[test]
+fn orphan_pod_finalizers() {
+    use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let running_job = job_nonindexed(1, Some(1), 6);
+    let finished_job = with_status(running_job.clone(), |s| {
+        s.conditions = Some(vec![cond("Complete", "True", "CompletionsReached", "")]);
+    });
+    let managed = with_spec(finished_job.clone(), |s| {
+        s.managed_by = Some("example.com/other".into())
+    });
+    let with_owner = |kind: &str, api: &str, controller: bool| {
+        let mut p = new_pod_in_phase("Running");
+        p.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: api.into(),
+            kind: kind.into(),
+            name: "foobar".into(),
+            uid: JOB_UID.into(),
+            controller: Some(controller),
+            block_owner_deletion: None,
+        }]);
+        p
+    };
+    // TestSyncOrphanPod: (name, pod, controller job, want removal)
+    let cases: Vec<(&str, Pod, Option<&Job>, bool)> = vec![
+        (
+            "controlled by a running job",
+            new_pod_in_phase("Running"),
+            Some(&running_job),
+            false,
+        ),
+        (
+            "controlled by a finished job",
+            new_pod_in_phase("Running"),
+            Some(&finished_job),
+            true,
+        ),
+        (
+            "controlled by a non-existing job",
+            new_pod_in_phase("Running"),
+            None,
+            true,
+        ),
+        (
+            "controlled by a cronjob",
+            with_owner("CronJob", "batch/v1", true),
+            None,
+            false,
+        ),
+        (
+            "not controlled",
+            {
+                let mut p = new_pod_in_phase("Running");
+                p.metadata.owner_references = None;
+                p
+            },
+            None,
+            true,
+        ),
+        (
+            "controller is a custom Job kind",
+            with_owner("Job", "example/v1", true),
+            None,
+            false,
+        ),
+        (
+            "non-controller owner refs",
+            with_owner("Job", "batch/v1", false),
+            None,
+            true,
+        ),
+        (
+            "job managed by another controller",
+            new_pod_in_phase("Running"),
+            Some(&managed),
+            false,
+        ),
+        (
+            "no finalizer, nothing to do",
+            without_finalizer(new_pod_in_phase("Running")),
+            None,
+            false,
+        ),
+    ];
+    for (name, pod, job, want) in cases {
+        assert_eq!(
+            tracking::orphan_needs_finalizer_removal(&pod, job),
+            want,
+            "{name}"
+        );
+    }
+    // A namesake Job with another UID does not own the pod.
+    let mut namesake = running_job.clone();
+    namesake.metadata.uid = Some("other-uid".into());
+    assert!(tracking::orphan_needs_finalizer_removal(
+        &new_pod_in_phase("Running"),
+        Some(&namesake)
+    ));
+}
+
+#[test]
+fn slow_start_batch_sizes() {
+    assert_eq!(slow_start_batches(0), Vec::<usize>::new());
+    assert_eq!(slow_start_batches(1), vec![1]);
+    assert_eq!(slow_start_batches(10), vec![1, 2, 4, 3]);
+    assert_eq!(slow_start_batches(500).iter().sum::<usize>(), 500);
+}

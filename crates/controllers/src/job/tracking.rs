@@ -210,6 +210,32 @@ impl AfterRemoval {
     }
 }
 
+/// Whether an orphan-queue pod's tracking finalizer should be removed. `controller_job` is
+/// the Job its controller reference names, as the loop found it (`None` if there is none).
+/// Pods controlled by something other than a batch/v1 Job, by a Job another controller
+/// manages, or by a Job still running are left alone; pods of a finished or missing Job, and
+/// pods without a controller, lose the finalizer.
+pub fn orphan_needs_finalizer_removal(pod: &Pod, controller_job: Option<&Job>) -> bool {
+    if !pods::has_tracking_finalizer(pod) {
+        return false;
+    }
+    let Some(r) = pods::controller_ref(pod) else {
+        return true;
+    };
+    if r.kind != "Job" || r.api_version != "batch/v1" {
+        return false;
+    }
+    // A Job of the same name but another UID is a different Job: the owner is gone.
+    let Some(job) = controller_job.filter(|j| j.metadata.uid.as_deref() == Some(r.uid.as_str()))
+    else {
+        return true;
+    };
+    if super::managed_elsewhere(job).is_some() {
+        return false;
+    }
+    super::is_finished(job)
+}
+
 /// Whether the pod's finalizer may go now.
 fn can_remove_finalizer(input: &TrackingInput<'_>, pod: &Pod, failed: bool) -> bool {
     if input.job.metadata.deletion_timestamp.is_some()
