@@ -2789,3 +2789,158 @@ fn slow_start_batch_sizes() {
     assert_eq!(slow_start_batches(10), vec![1, 2, 4, 3]);
     assert_eq!(slow_start_batches(500).iter().sum::<usize>(), 500);
 }
+
+#[test]
+fn controller_errors() {
+    // "too few active pods, with controller error" and "only new failed pod with controller
+    // error": the creation and the finalizer removal fail, so nothing is counted yet.
+    for (name, pods, want_uncounted) in [
+        (
+            "too few active pods, with controller error",
+            cat(vec![running(1), succeeded(1)]),
+            (1, 0),
+        ),
+        (
+            "only new failed pod with controller error",
+            cat(vec![running(1), failed(1)]),
+            (0, 1),
+        ),
+    ] {
+        let job = job_nonindexed(2, Some(5), 6);
+        let plan = sync(&job, &pods, now(), &SyncContext::default());
+        assert_eq!(plan.pods_to_create.len(), 1, "{name}");
+        assert_eq!(plan.finalizers_to_remove.len(), 1, "{name}: patch attempts");
+        let ctx = SyncContext {
+            failed_pod_actions: Some(FailedPodActions {
+                creates: 1,
+                deletes: BTreeSet::new(),
+            }),
+            ..Default::default()
+        };
+        let plan = sync(&job, &pods, now(), &ctx);
+        // No removal succeeded: the second write, if any, counts nothing.
+        let st = plan
+            .status_after_finalizers(&BTreeSet::new())
+            .map(|(s, _)| s)
+            .or_else(|| plan.status.clone())
+            .unwrap_or_default();
+        assert_eq!(st.active, Some(1), "{name}: active");
+        assert_eq!(
+            (st.succeeded.unwrap_or(0), st.failed.unwrap_or(0)),
+            (0, 0),
+            "{name}: counters"
+        );
+        let u = st.uncounted_terminated_pods.unwrap_or_default();
+        assert_eq!(
+            (
+                u.succeeded.map_or(0, |v| v.len()),
+                u.failed.map_or(0, |v| v.len())
+            ),
+            want_uncounted,
+            "{name}: uncounted"
+        );
+    }
+}
+
+#[test]
+fn more_upstream_rows() {
+    let mut r = row(
+        "count ready pods when suspending a job with unsatisfied expectations",
+        suspend(job_nonindexed(2, Some(4), 6)),
+        ready(3),
+        Want {
+            active: 3,
+            ready: 3,
+            ..Default::default()
+        },
+    );
+    r.ctx.satisfied_expectations = false;
+    run(r);
+
+    let msg = "Container main-container for pod default/mypod-0 failed with exit code 5 matching FailJob rule at index 1";
+    run(row(
+        "job marked already as failure target with failed pod",
+        with_status(
+            pfp(
+                job_nonindexed(1, Some(1), 6),
+                vec![
+                    exit_rule("Ignore", &[1, 2, 3]),
+                    exit_rule("FailJob", &[5, 6, 7]),
+                ],
+            ),
+            |s| s.conditions = Some(vec![cond("FailureTarget", "True", "PodFailurePolicy", msg)]),
+        ),
+        vec![named(failed_with_exit(5), "mypod-0")],
+        Want {
+            failed: 1,
+            conditions: vec![
+                ("FailureTarget", "True", "PodFailurePolicy"),
+                ("Failed", "True", "PodFailurePolicy"),
+            ],
+            messages: vec![msg, msg],
+            patches: 1,
+            ..Default::default()
+        },
+    ));
+    run(row(
+        "default handling for pod failure if the container matching the exit codes does not match the containerName restriction",
+        pfp(
+            job_nonindexed(1, Some(1), 6),
+            vec![
+                PodFailurePolicyRule {
+                    on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                        container_name: Some("main-container".into()),
+                        operator: "In".into(),
+                        values: vec![1, 2, 3],
+                    }),
+                    ..exit_rule("Ignore", &[])
+                },
+                PodFailurePolicyRule {
+                    on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                        container_name: Some("main-container".into()),
+                        operator: "In".into(),
+                        values: vec![5, 6, 7],
+                    }),
+                    ..exit_rule("FailJob", &[])
+                },
+            ],
+        ),
+        vec![{
+            let mut p = failed_with_exit(42);
+            add_container_exit(&mut p, "monitoring-container", 5, false);
+            p
+        }],
+        Want {
+            creates: 1,
+            active: 1,
+            failed: 1,
+            patches: 1,
+            ..Default::default()
+        },
+    ));
+    run(row(
+        "fail job with multiple pods",
+        pfp(
+            job_nonindexed(2, Some(2), 6),
+            vec![
+                exit_rule("Ignore", &[1, 2, 3]),
+                exit_rule("FailJob", &[5, 6, 7]),
+            ],
+        ),
+        vec![
+            named(running(1).remove(0), "mypod-0"),
+            named(failed_with_exit(5), "mypod-1"),
+        ],
+        Want {
+            deletes: 1,
+            failed: 2,
+            terminating: 1,
+            conditions: vec![("FailureTarget", "True", "PodFailurePolicy")],
+            messages: vec![
+                "Container main-container for pod default/mypod-1 failed with exit code 5 matching FailJob rule at index 1",
+            ],
+            patches: 2,
+            ..Default::default()
+        },
+    ));
+}
