@@ -91,6 +91,10 @@ pub fn remaining_for_failures(
         return Duration::ZERO;
     }
     let mut delay = cfg.base;
+    if delay.is_zero() {
+        // No back-off configured (tests shorten it to nothing).
+        return Duration::ZERO;
+    }
     for _ in 1..failures {
         delay = delay.saturating_mul(2);
         if delay >= cfg.max {

@@ -111,6 +111,45 @@ impl Intervals {
         out
     }
 
+    /// The indexes of `self` that are not in `other`.
+    pub fn without(&self, other: &Intervals) -> Intervals {
+        let mut out = Intervals::default();
+        let mut j = 0usize;
+        for iv in &self.0 {
+            let mut first = iv.first;
+            // Skip the intervals of `other` that end before this one starts.
+            while j < other.0.len() && other.0[j].last < first {
+                j += 1;
+            }
+            let mut k = j;
+            while first <= iv.last {
+                match other.0.get(k) {
+                    Some(o) if o.first <= iv.last => {
+                        if o.first > first {
+                            out.push(Interval {
+                                first,
+                                last: o.first - 1,
+                            });
+                        }
+                        match o.last.checked_add(1) {
+                            Some(next) => first = first.max(next),
+                            None => break,
+                        }
+                        k += 1;
+                    }
+                    _ => {
+                        out.push(Interval {
+                            first,
+                            last: iv.last,
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Every index in the list, in order. Only for lists known to be small.
     pub fn indexes(&self) -> impl Iterator<Item = i32> + '_ {
         self.0.iter().flat_map(|iv| iv.first..=iv.last)
@@ -126,7 +165,7 @@ impl std::fmt::Display for Intervals {
             }
             if iv.first == iv.last {
                 write!(f, "{}", iv.first)?;
-            } else if iv.last == iv.first + 1 {
+            } else if iv.first.checked_add(1) == Some(iv.last) {
                 write!(f, "{},{}", iv.first, iv.last)?;
             } else {
                 write!(f, "{}-{}", iv.first, iv.last)?;
@@ -651,6 +690,22 @@ mod tests {
         let got = generate_name_with_index(&long, 12);
         assert_eq!(got.len(), 58);
         assert!(got.ends_with("-12-"));
+    }
+
+    #[test]
+    fn without_table() {
+        let cases: &[(&[(i32, i32)], &[(i32, i32)], &[(i32, i32)])] = &[
+            (&[], &[(0, 3)], &[]),
+            (&[(0, 5)], &[], &[(0, 5)]),
+            (&[(0, 5)], &[(2, 3)], &[(0, 1), (4, 5)]),
+            (&[(0, 5)], &[(0, 5)], &[]),
+            (&[(0, 5), (8, 9)], &[(4, 8)], &[(0, 3), (9, 9)]),
+            (&[(2, 4)], &[(0, 0), (3, 3), (7, 9)], &[(2, 2), (4, 4)]),
+            (&[(0, 1), (3, 4), (6, 7)], &[(1, 6)], &[(0, 0), (7, 7)]),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(iv(a).without(&iv(b)), iv(want), "{a:?} - {b:?}");
+        }
     }
 
     #[test]

@@ -552,7 +552,10 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
                     now,
                 ));
             } else {
-                let left = Duration::try_from(allowed - elapsed).unwrap_or(Duration::ZERO);
+                let left = allowed
+                    .checked_sub(elapsed)
+                    .and_then(|d| Duration::try_from(d).ok())
+                    .unwrap_or(Duration::ZERO);
                 requeue_after = min_requeue(requeue_after, left);
             }
         }
@@ -568,9 +571,25 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
             pods,
             completions,
         );
+        let mut fi = Intervals::default();
+        if has_blpi {
+            // An index is either succeeded or failed, whichever was recorded first: the API
+            // server rejects a status where the two lists overlap.
+            let prev_failed =
+                Intervals::parse(status.failed_indexes.as_deref().unwrap_or(""), completions);
+            succeeded_indexes =
+                prev_succeeded_indexes.merge(&succeeded_indexes.without(&prev_failed));
+            fi = failed_indexes_of(
+                job,
+                pods,
+                &prev_failed,
+                &succeeded_indexes,
+                completions,
+                only_replace_failed,
+            );
+        }
         succeeded = to_i32(usize::try_from(succeeded_indexes.total()).unwrap_or(usize::MAX));
         if has_blpi {
-            let fi = failed_indexes_of(job, pods, &status, completions, only_replace_failed);
             if finished.is_none() {
                 if spec
                     .max_failed_indexes
@@ -956,20 +975,22 @@ fn index_failed_by(job: &Job, pod: &Pod, only_replace_failed: bool) -> bool {
             >= spec.backoff_limit_per_index.unwrap_or(i32::MAX)
 }
 
+/// The failed indexes: those recorded before plus those a pod not yet accounted for fails,
+/// except indexes that already succeeded.
 fn failed_indexes_of(
     job: &Job,
     pods: &[Pod],
-    status: &JobStatus,
+    prev: &Intervals,
+    succeeded: &Intervals,
     completions: i32,
     only_replace_failed: bool,
 ) -> Intervals {
-    let prev = Intervals::parse(status.failed_indexes.as_deref().unwrap_or(""), completions);
     let new = pods
         .iter()
         .filter(|p| pods::has_tracking_finalizer(p))
         .filter_map(|p| {
             let ix = indexed::valid_index(p, completions)?;
-            index_failed_by(job, p, only_replace_failed).then_some(ix)
+            (index_failed_by(job, p, only_replace_failed) && !succeeded.has(ix)).then_some(ix)
         });
     prev.with_indexes(new)
 }

@@ -16,6 +16,7 @@ use kbatch_api::k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kbatch_api::keys;
 
 use super::backoff::BackoffRecord;
+use super::indexed::Intervals;
 use super::testutil::*;
 use super::*;
 
@@ -290,11 +291,18 @@ fn run(r: Row) {
         assert_eq!(msgs, want.messages, "{name}: condition messages");
     }
     let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
-    assert_eq!(
-        st.start_time.is_none(),
-        suspended,
-        "{name}: startTime set iff not suspended"
-    );
+    let finished = st
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
+    if !finished {
+        assert_eq!(
+            st.start_time.is_none(),
+            suspended,
+            "{name}: startTime set iff not suspended"
+        );
+    }
     if let Some(rq) = want.requeue {
         assert_eq!(plan.requeue_after, Some(rq), "{name}: requeue");
     }
@@ -338,6 +346,35 @@ fn check_status_is_valid(name: &str, job: &Job, plan: &Plan) {
             st.completion_time.is_some(),
             "{name}: completionTime iff Complete"
         );
+        if let (Some(c), Some(s0)) = (st.completion_time.as_ref(), st.start_time.as_ref()) {
+            assert!(c.0 >= s0.0, "{name}: completionTime before startTime");
+        }
+        let spec = job.spec.clone().unwrap_or_default();
+        let elastic = indexed_completions(job).is_some() && spec.completions == spec.parallelism;
+        assert!(
+            elastic || st.succeeded.unwrap_or(0) >= prev.succeeded.unwrap_or(0),
+            "{name}: succeeded decreased"
+        );
+        if let (Some(c), Some(fi)) = (indexed_completions(job), st.failed_indexes.as_deref()) {
+            let done = Intervals::parse(st.completed_indexes.as_deref().unwrap_or(""), c);
+            let failed = Intervals::parse(fi, c);
+            assert!(
+                failed.indexes().all(|i| !done.has(i)),
+                "{name}: failed and completed indexes overlap"
+            );
+        }
+        for ty in [
+            keys::JOB_COMPLETE,
+            keys::JOB_FAILED,
+            keys::JOB_FAILURE_TARGET,
+            keys::JOB_SUCCESS_CRITERIA_MET,
+        ] {
+            let before = prev.conditions.clone().unwrap_or_default();
+            assert!(
+                !conditions::is_true(&before, ty) || t(ty),
+                "{name}: {ty}=True removed"
+            );
+        }
         if finished {
             assert_eq!(st.active.unwrap_or(0), 0, "{name}: finished with active");
             assert_eq!(
@@ -351,8 +388,10 @@ fn check_status_is_valid(name: &str, job: &Job, plan: &Plan) {
                     && u.failed.unwrap_or_default().is_empty(),
                 "{name}: finished with uncounted pods"
             );
+            let spec = job.spec.clone().unwrap_or_default();
+            let exempt = spec.suspend == Some(true) && spec.completions == Some(0);
             assert!(
-                st.start_time.is_some(),
+                exempt || st.start_time.is_some(),
                 "{name}: finished without startTime"
             );
         }
@@ -2560,6 +2599,25 @@ fn no_panic_on_odd_input() {
         sync(&no_spec, &[], now(), &SyncContext::default()).skip,
         Some(Skip::InvalidSpec)
     );
+    // A start time in the future with the largest deadline, and a zero back-off base.
+    let future = with_status(
+        with_spec(job_nonindexed(1, Some(1), 6), |s| {
+            s.active_deadline_seconds = Some(i64::MAX)
+        }),
+        |s| s.start_time = Some(Time(Timestamp::MAX)),
+    );
+    let ctx = SyncContext {
+        backoff: BackoffRecord {
+            failures_after_last_success: i32::MAX,
+            last_failure_time: Some(now()),
+        },
+        backoff_config: backoff::BackoffConfig {
+            base: Duration::ZERO,
+            max: Duration::MAX,
+        },
+        ..Default::default()
+    };
+    let _ = sync(&future, &[], Timestamp::MIN, &ctx);
     let far_past = Timestamp::MIN;
     let _ = sync(
         &with_deadline(job_nonindexed(1, Some(1), 6), i64::MAX, 5),
@@ -2943,4 +3001,216 @@ fn more_upstream_rows() {
             ..Default::default()
         },
     ));
+}
+
+/// A small deterministic generator, so the randomized test below is reproducible.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn random_job(r: &mut Rng) -> Job {
+    let indexed = r.chance(50);
+    let parallelism = r.below(5) as i32;
+    let completions = if indexed || r.chance(70) {
+        Some(r.below(6) as i32)
+    } else {
+        None
+    };
+    let mut job = if indexed {
+        job_indexed(parallelism, completions.unwrap_or(0), r.below(4) as i32)
+    } else {
+        job_nonindexed(parallelism, completions, r.below(4) as i32)
+    };
+    job = with_spec(job, |s| {
+        s.suspend = Some(r.chance(15));
+        if r.chance(30) {
+            s.pod_failure_policy = Some(PodFailurePolicy {
+                rules: vec![
+                    condition_rule("Ignore", "DisruptionTarget"),
+                    exit_rule("FailJob", &[5]),
+                    exit_rule(
+                        if indexed && r.chance(50) {
+                            "FailIndex"
+                        } else {
+                            "Count"
+                        },
+                        &[3],
+                    ),
+                ],
+            });
+            s.pod_replacement_policy = Some("Failed".into());
+        } else if r.chance(30) {
+            s.pod_replacement_policy = Some("Failed".into());
+        }
+        if indexed && r.chance(40) {
+            s.backoff_limit_per_index = Some(r.below(3) as i32);
+            s.backoff_limit = Some(if r.chance(50) {
+                i32::MAX
+            } else {
+                r.below(4) as i32
+            });
+            if r.chance(50) {
+                s.max_failed_indexes = Some(r.below(3) as i32);
+            }
+        }
+        if indexed && r.chance(30) {
+            s.success_policy = Some(SuccessPolicy {
+                rules: vec![SuccessPolicyRule {
+                    succeeded_indexes: r.chance(50).then(|| "0,2".to_string()),
+                    succeeded_count: Some(1 + r.below(2) as i32),
+                }],
+            });
+        }
+        if r.chance(20) {
+            s.active_deadline_seconds = Some(r.below(20) as i64);
+        }
+    });
+    if r.chance(60) {
+        let started = now()
+            .checked_sub(SignedDuration::from_secs(r.below(30) as i64))
+            .unwrap_or(now());
+        job = with_status(job, |s| s.start_time = Some(Time(started)));
+    }
+    if r.chance(20) {
+        job = with_status(job, |s| {
+            s.conditions = Some(vec![if r.chance(50) {
+                cond(
+                    "FailureTarget",
+                    "True",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                )
+            } else {
+                cond("Suspended", "True", "JobSuspended", "Job suspended")
+            }]);
+        });
+    }
+    job
+}
+
+fn random_pods(r: &mut Rng) -> Vec<Pod> {
+    (0..r.below(9))
+        .map(|_| {
+            let mut p = match r.below(4) {
+                0 => new_pod_in_phase("Pending"),
+                1 => new_pod_in_phase("Running"),
+                2 => pod_finished_at("Succeeded", long_ago()),
+                _ => failed_with_exit([1, 3, 5][r.below(3) as usize]),
+            };
+            if r.chance(70) {
+                p = with_index(p, &r.below(7).to_string());
+            }
+            if r.chance(15) {
+                p = deleted(p);
+            }
+            if r.chance(15) {
+                p = without_finalizer(p);
+            }
+            if r.chance(30) {
+                set_ready(&mut p, true, long_ago());
+            }
+            if r.chance(10) {
+                p = with_condition(p, "DisruptionTarget", "True");
+            }
+            if r.chance(30) {
+                annotate(
+                    &mut p,
+                    keys::JOB_INDEX_FAILURE_COUNT_ANNOTATION,
+                    &r.below(3).to_string(),
+                );
+            }
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn random_plans_never_write_an_invalid_status() {
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    for i in 0..10000 {
+        let mut job = random_job(&mut r);
+        let pods = random_pods(&mut r);
+        if r.chance(20) {
+            // Some finished pods were already recorded as uncounted by an earlier sync.
+            let (mut s_uids, mut f_uids) = (Vec::new(), Vec::new());
+            for p in pods.iter().filter(|p| pods::is_terminal(p) && r.chance(50)) {
+                if pods::is_succeeded(p) && indexed_completions(&job).is_none() {
+                    s_uids.push(pods::uid(p).to_string());
+                } else if pods::phase(p) == "Failed" {
+                    f_uids.push(pods::uid(p).to_string());
+                }
+            }
+            job = with_status(job, |s| {
+                s.uncounted_terminated_pods = Some(UncountedTerminatedPods {
+                    succeeded: (!s_uids.is_empty()).then_some(s_uids),
+                    failed: (!f_uids.is_empty()).then_some(f_uids),
+                });
+            });
+        }
+        if r.chance(10)
+            && job
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_none_or(Vec::is_empty)
+        {
+            job = with_status(job, |s| {
+                s.start_time.get_or_insert(Time(long_ago()));
+                s.conditions = Some(vec![cond(
+                    "SuccessCriteriaMet",
+                    "True",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                )]);
+            });
+        }
+        let ctx = SyncContext {
+            satisfied_expectations: r.chance(85),
+            ..Default::default()
+        };
+        let name = format!("random case {i}");
+        let plan = sync(&job, &pods, now(), &ctx);
+        check_status_is_valid(&name, &job, &plan);
+        // A second sync on the outcome, with the finalizers gone, must stay valid too.
+        if let Some(st) = plan.final_status() {
+            let removed: BTreeSet<String> = plan
+                .finalizers_to_remove
+                .iter()
+                .map(|p| p.uid.clone())
+                .collect();
+            let next_pods: Vec<Pod> = pods
+                .iter()
+                .filter(|p| {
+                    !plan
+                        .pods_to_delete
+                        .iter()
+                        .any(|d| d.pod.uid == pods::uid(p))
+                })
+                .map(|p| {
+                    if removed.contains(pods::uid(p)) {
+                        without_finalizer(p.clone())
+                    } else {
+                        p.clone()
+                    }
+                })
+                .collect();
+            let mut next = job.clone();
+            next.status = Some(st);
+            let plan2 = sync(&next, &next_pods, now(), &SyncContext::default());
+            check_status_is_valid(&format!("{name}, second sync"), &next, &plan2);
+        }
+    }
 }

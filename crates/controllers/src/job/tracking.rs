@@ -181,6 +181,11 @@ impl AfterRemoval {
                 term.message.as_deref().unwrap_or(""),
                 self.now,
             );
+            if status.start_time.is_none() {
+                // A Job that finishes while suspended may never have started; the API server
+                // requires a startTime on every finished Job.
+                status.start_time = Some(Time(self.now));
+            }
             if term.type_ == keys::JOB_COMPLETE {
                 status.completion_time = Some(Time(self.now));
                 if self
@@ -318,6 +323,7 @@ pub fn track(input: TrackingInput<'_>) -> Tracking {
                 if let Some(c) = indexed_completions {
                     if let Some(ix) = indexed::valid_index(pod, c)
                         && !input.prev_succeeded_indexes.has(ix)
+                        && input.failed_indexes.as_ref().is_none_or(|f| !f.has(ix))
                     {
                         new_succeeded_indexes.push(ix);
                         needs_flush = true;

@@ -211,7 +211,8 @@ fn run(c: Case) {
     let mut failed_indexes = None;
     let mut delayed = BTreeMap::new();
     if let (Some(c), Some(_)) = (completions, spec.backoff_limit_per_index) {
-        let fi = super::failed_indexes_of(&job, &pods, &st, c, false);
+        let prev = Intervals::parse(st.failed_indexes.as_deref().unwrap_or(""), c);
+        let fi = super::failed_indexes_of(&job, &pods, &prev, &succeeded_indexes, c, false);
         let active: Vec<&Pod> = pods.iter().filter(|p| pods::is_active(p)).collect();
         delayed = super::delayed_deletions(
             &job,
