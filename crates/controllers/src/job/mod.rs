@@ -21,6 +21,8 @@
 //! The plan assumes every create and delete succeeds. When some fail, the loop decides again
 //! with the same inputs plus [`SyncContext::failed_pod_actions`], runs steps 2-6 of that
 //! plan (its pod lists then hold only what went through), and requeues with rate limiting.
+//! When a status write fails (a conflict, say), the loop stops there and requeues: the next
+//! sync starts over from what the informers show, and the uncounted lists make that safe.
 
 pub mod backoff;
 pub mod conditions;
@@ -259,6 +261,17 @@ impl Plan {
         removed: &BTreeSet<String>,
     ) -> Option<(JobStatus, Vec<JobEvent>)> {
         self.tracking.as_ref()?.after.resolve(removed)
+    }
+
+    /// How many pod creations the loop should expect to observe for this plan.
+    pub fn expected_creations(&self) -> usize {
+        self.pods_to_create.len()
+    }
+
+    /// How many pod deletions the loop should expect to observe for this plan (deletions of
+    /// a finishing Job are not counted, as upstream does not wait for them).
+    pub fn expected_deletions(&self) -> usize {
+        self.pods_to_delete.iter().filter(|d| d.expected()).count()
     }
 
     /// As [`Plan::status_after_finalizers`] when every planned removal succeeds.
