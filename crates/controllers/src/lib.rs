@@ -5,4 +5,5 @@
 //! client-go's semantics, and the expectations that stop a controller from acting on a stale
 //! cache.
 
+pub mod job;
 pub mod runtime;
