@@ -387,15 +387,8 @@ fn main() -> Res<()> {
         }
     }
     println!(
-        "{:<7} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8}   {}",
-        "engine",
-        "writers",
-        "objects/s",
-        "commits/s",
-        "avg batch",
-        "p50 ms",
-        "p99 ms",
-        "objects/s per round"
+        "{:<7} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8}   objects/s per round",
+        "engine", "writers", "objects/s", "commits/s", "avg batch", "p50 ms", "p99 ms",
     );
     for (ei, e) in engines.iter().enumerate() {
         for (wi, &w) in writers.iter().enumerate() {
