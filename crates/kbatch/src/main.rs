@@ -1,6 +1,7 @@
 //! The kbatch binary: `up` runs the standalone control plane.
 
 mod kubeconfig;
+mod schedule;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +21,8 @@ struct Cli {
 enum Command {
     /// Start the embedded API server, its durable store, the controllers and the executor.
     Up(up::UpArgs),
+    /// Print the next run times of a cron schedule (checked as a CronJob's would be).
+    Schedule(schedule::ScheduleArgs),
 }
 
 fn init_tracing() {
@@ -33,6 +36,9 @@ fn init_tracing() {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::Schedule(args) = &cli.command {
+        return schedule::run(args);
+    }
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -47,6 +53,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Up(args) => up::run(args).await,
+            Command::Schedule(_) => Ok(()),
         }
     });
     match result {

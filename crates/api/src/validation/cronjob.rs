@@ -106,6 +106,26 @@ fn cronjob_spec(spec: &CronJobSpec, old: Option<&CronJobSpec>, path: &Path) -> E
     errs
 }
 
+/// The schedule and time zone rules of a new CronJob alone (`spec.schedule`, `spec.timeZone`),
+/// for tools that check a schedule before it is used.
+pub fn schedule_and_time_zone(schedule: &str, tz: Option<&str>) -> ErrorList {
+    let spec = Path::new("spec");
+    let mut errs = ErrorList::new();
+    if schedule.is_empty() {
+        errs.push(FieldError::required(spec.child("schedule"), ""));
+    } else {
+        schedule_format(
+            schedule,
+            false,
+            tz.is_some(),
+            &spec.child("schedule"),
+            &mut errs,
+        );
+    }
+    time_zone(tz, &spec.child("timeZone"), &mut errs);
+    errs
+}
+
 fn schedule_format(
     schedule: &str,
     allow_tz: bool,

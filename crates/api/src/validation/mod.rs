@@ -16,7 +16,9 @@ mod other;
 mod pod;
 pub mod render;
 
-pub use cronjob::{cronjob_create, cronjob_status_update, cronjob_update, cronjob_warnings};
+pub use cronjob::{
+    cronjob_create, cronjob_status_update, cronjob_update, cronjob_warnings, schedule_and_time_zone,
+};
 pub use indexes::{IndexParseError, parse_index_intervals, validate_indexes_format};
 pub use job::{is_condition_true, job_create, job_status_update, job_update, job_warnings};
 pub use other::{
