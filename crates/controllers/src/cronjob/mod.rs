@@ -511,6 +511,22 @@ pub fn requeue_after_schedule_change(
     }
 }
 
+/// When to sync a CronJob after an update: at once, unless the schedule or time zone
+/// changed, in which case at its next scheduled time (an earlier wake-up already queued
+/// still happens and finds nothing due). `Err` carries the event for a schedule that no
+/// longer parses; the CronJob is then not queued.
+pub fn requeue_on_update(
+    old: &CronJob,
+    new: &CronJob,
+    now: Timestamp,
+    default_zone: &TimeZone,
+) -> Result<Duration, CronJobEvent> {
+    if old.spec.schedule == new.spec.schedule && old.spec.time_zone == new.spec.time_zone {
+        return Ok(Duration::ZERO);
+    }
+    requeue_after_schedule_change(new, now, default_zone).map(|d| d.unwrap_or(Duration::ZERO))
+}
+
 fn schedule_next(d: &mut Decision, now: Timestamp, zone: &TimeZone, outcomes: &Outcomes) {
     if d.cj.metadata.deletion_timestamp.is_some() {
         d.plan.stop = Some(Stop::BeingDeleted);

@@ -860,3 +860,1102 @@ fn sync_cronjob_table() {
     assert_eq!(rows.len(), 70, "{} rows", rows.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+// ---------------------------------------------------------------------------------------
+// TestMostRecentScheduleTime (plus time-zone and DST rows)
+// ---------------------------------------------------------------------------------------
+
+fn after_top(d: Duration) -> Timestamp {
+    add(top_of_the_hour(), d)
+}
+
+struct RecentRow {
+    name: &'static str,
+    schedule: &'static str,
+    time_zone: Option<&'static str>,
+    default_zone: &'static str,
+    creation: Timestamp,
+    last_schedule: Option<Timestamp>,
+    deadline: Option<i64>,
+    include_sds: bool,
+    now: Timestamp,
+    want_earliest: Timestamp,
+    want_recent: Option<Timestamp>,
+    want_missed: Missed,
+    want_err: bool,
+}
+
+fn recent_base() -> RecentRow {
+    RecentRow {
+        name: "",
+        schedule: "0 * * * *",
+        time_zone: None,
+        default_zone: "UTC",
+        creation: top_of_the_hour(),
+        last_schedule: None,
+        deadline: None,
+        include_sds: false,
+        now: top_of_the_hour(),
+        want_earliest: top_of_the_hour(),
+        want_recent: None,
+        want_missed: Missed::None,
+        want_err: false,
+    }
+}
+
+fn recent_rows() -> Vec<RecentRow> {
+    let half_past = after_top(mins(30));
+    vec![
+        RecentRow {
+            name: "now before next schedule",
+            now: after_top(secs(30)),
+            ..recent_base()
+        },
+        RecentRow {
+            name: "now just after next schedule",
+            now: after_top(mins(61)),
+            want_recent: Some(after_top(mins(60))),
+            ..recent_base()
+        },
+        RecentRow {
+            name: "missed 5 schedules",
+            creation: after_top(secs(10)),
+            now: after_top(mins(301)),
+            want_recent: Some(after_top(mins(300))),
+            want_earliest: after_top(secs(10)),
+            want_missed: Missed::Few,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "complex schedule",
+            schedule: "30 6-16/4 * * 1-5",
+            last_schedule: Some(half_past),
+            now: after_top(hours(24) + mins(31)),
+            want_recent: Some(after_top(hours(24) + mins(30))),
+            want_earliest: half_past,
+            want_missed: Missed::Few,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "another complex schedule",
+            schedule: "30 10,11,12 * * 1-5",
+            last_schedule: Some(half_past),
+            now: after_top(hours(30) + mins(30)),
+            want_recent: None,
+            want_earliest: half_past,
+            want_missed: Missed::Few,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "complex schedule with longer diff between executions",
+            schedule: "30 6-16/4 * * 1-5",
+            last_schedule: Some(half_past),
+            now: after_top(hours(96) + mins(31)),
+            want_recent: Some(after_top(hours(96) + mins(30))),
+            want_earliest: half_past,
+            want_missed: Missed::Few,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "complex schedule with shorter diff between executions",
+            schedule: "30 6-16/4 * * 1-5",
+            now: after_top(hours(24) + mins(31)),
+            want_recent: Some(after_top(hours(24) + mins(30))),
+            want_missed: Missed::Few,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "@every schedule",
+            schedule: "@every 1h",
+            creation: sub(top_of_the_hour(), mins(59)),
+            deadline: Some(10),
+            last_schedule: Some(after_top(mins(1))),
+            now: after_top(hours(7 * 24)),
+            want_recent: Some(after_top(hours(6 * 24 + 23) + mins(1))),
+            want_earliest: after_top(mins(1)),
+            want_missed: Missed::Many,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "rogue cronjob",
+            schedule: "59 23 31 2 *",
+            creation: after_top(secs(10)),
+            now: after_top(hours(1)),
+            want_err: true,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "earliestTime being CreationTimestamp and LastScheduleTime",
+            last_schedule: Some(top_of_the_hour()),
+            now: after_top(secs(30)),
+            ..recent_base()
+        },
+        RecentRow {
+            name: "earliestTime being LastScheduleTime",
+            schedule: "*/5 * * * *",
+            last_schedule: Some(half_past),
+            now: after_top(mins(31)),
+            want_earliest: half_past,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "earliestTime being LastScheduleTime (within StartingDeadlineSeconds)",
+            schedule: "*/5 * * * *",
+            deadline: Some(60),
+            last_schedule: Some(half_past),
+            now: after_top(mins(31)),
+            want_earliest: half_past,
+            ..recent_base()
+        },
+        RecentRow {
+            name: "earliestTime being LastScheduleTime (outside StartingDeadlineSeconds)",
+            schedule: "*/5 * * * *",
+            deadline: Some(60),
+            include_sds: true,
+            last_schedule: Some(half_past),
+            now: after_top(mins(32)),
+            want_earliest: after_top(mins(31)),
+            ..recent_base()
+        },
+        // Time zones and DST.
+        RecentRow {
+            name: "spec.timeZone moves the wall clock",
+            schedule: "0 9 * * *",
+            time_zone: Some("Europe/Rome"),
+            creation: ts("2016-05-19T06:00:00Z"),
+            now: ts("2016-05-19T07:00:30Z"),
+            want_earliest: ts("2016-05-19T06:00:00Z"),
+            want_recent: Some(ts("2016-05-19T07:00:00Z")),
+            ..recent_base()
+        },
+        RecentRow {
+            name: "no spec.timeZone: the controller's zone",
+            schedule: "0 9 * * *",
+            default_zone: "Asia/Tokyo",
+            creation: ts("2016-05-18T23:00:00Z"),
+            now: ts("2016-05-19T00:00:30Z"),
+            want_earliest: ts("2016-05-18T23:00:00Z"),
+            want_recent: Some(ts("2016-05-19T00:00:00Z")),
+            ..recent_base()
+        },
+        RecentRow {
+            name: "spring forward skips the 02:30 run",
+            schedule: "30 2 * * *",
+            time_zone: Some(NEW_YORK),
+            creation: ts("2024-03-01T00:00:00Z"),
+            last_schedule: Some(ts("2024-03-09T07:30:00Z")),
+            now: ts("2024-03-10T12:00:00Z"),
+            want_earliest: ts("2024-03-09T07:30:00Z"),
+            ..recent_base()
+        },
+        RecentRow {
+            name: "after spring forward the next 02:30 is due",
+            schedule: "30 2 * * *",
+            time_zone: Some(NEW_YORK),
+            creation: ts("2024-03-01T00:00:00Z"),
+            last_schedule: Some(ts("2024-03-09T07:30:00Z")),
+            now: ts("2024-03-11T06:31:00Z"),
+            want_earliest: ts("2024-03-09T07:30:00Z"),
+            want_recent: Some(ts("2024-03-11T06:30:00Z")),
+            ..recent_base()
+        },
+        RecentRow {
+            name: "fall back runs 01:30 a second time",
+            schedule: "30 1 * * *",
+            time_zone: Some(NEW_YORK),
+            creation: ts("2024-11-01T00:00:00Z"),
+            last_schedule: Some(ts("2024-11-03T05:30:00Z")),
+            now: ts("2024-11-03T06:31:00Z"),
+            want_earliest: ts("2024-11-03T05:30:00Z"),
+            want_recent: Some(ts("2024-11-03T06:30:00Z")),
+            ..recent_base()
+        },
+        RecentRow {
+            name: "hourly across fall back counts the repeated hour",
+            schedule: "0 * * * *",
+            time_zone: Some(NEW_YORK),
+            creation: ts("2024-11-03T04:00:00Z"),
+            last_schedule: Some(ts("2024-11-03T04:00:00Z")),
+            now: ts("2024-11-03T07:00:30Z"),
+            want_earliest: ts("2024-11-03T04:00:00Z"),
+            want_recent: Some(ts("2024-11-03T07:00:00Z")),
+            want_missed: Missed::Few,
+            ..recent_base()
+        },
+    ]
+}
+
+fn cronjob_for(
+    schedule: &str,
+    time_zone: Option<&str>,
+    creation: Timestamp,
+    last: Option<Timestamp>,
+) -> CronJob {
+    let mut cj = cron_job();
+    cj.spec.schedule = schedule.into();
+    cj.spec.time_zone = time_zone.map(String::from);
+    cj.metadata.creation_timestamp = Some(Time(creation));
+    cj.status = last.map(|t| CronJobStatus {
+        last_schedule_time: Some(Time(t)),
+        ..Default::default()
+    });
+    cj
+}
+
+#[test]
+fn most_recent_schedule_time_table() {
+    let mut failures = Vec::new();
+    for row in recent_rows() {
+        let mut cj = cronjob_for(row.schedule, row.time_zone, row.creation, row.last_schedule);
+        cj.spec.starting_deadline_seconds = row.deadline;
+        let sched = match parse_schedule(&cj) {
+            Ok(s) => s,
+            Err(e) => panic!("{}: {e}", row.name),
+        };
+        let zone = TimeZone::get(row.default_zone).unwrap_or(TimeZone::UTC);
+        let got = most_recent_schedule_time(&cj, row.now, &sched, &zone, row.include_sds);
+        match got {
+            Err(_) if row.want_err => {}
+            Err(e) => failures.push(format!("{}: unexpected error {e}", row.name)),
+            Ok(_) if row.want_err => failures.push(format!("{}: no error", row.name)),
+            Ok(got) => {
+                let want = MostRecent {
+                    earliest: row.want_earliest,
+                    most_recent: row.want_recent,
+                    missed: row.want_missed,
+                };
+                if got != want {
+                    failures.push(format!("{}: got {got:?}, want {want:?}", row.name));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------
+// TestNextScheduleTime
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn next_schedule_time_cases() {
+    let t1 = top_of_the_hour();
+    let t2 = after_top(hours(1));
+    let parse = |s: &str| Schedule::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+    let hourly = parse("0 * * * ?");
+    let z = utc();
+    let at = |creation: Timestamp, last: Option<Timestamp>| {
+        cronjob_for("0 * * * ?", None, creation, last)
+    };
+
+    // 1: nothing known, nothing due yet.
+    let cj = at(sub(t1, mins(10)), None);
+    assert_eq!(
+        next_schedule_time(&cj, sub(t1, mins(7)), &hourly, &z),
+        Ok((None, false))
+    );
+    // 2: nothing known, one due.
+    assert_eq!(
+        next_schedule_time(&cj, add(t1, secs(2)), &hourly, &z),
+        Ok((Some(t1), false))
+    );
+    // 3: T1 ran, nothing due.
+    let cj = at(sub(t1, mins(10)), Some(t1));
+    assert_eq!(
+        next_schedule_time(&cj, add(t1, mins(2)), &hourly, &z),
+        Ok((None, false))
+    );
+    // 4: T1 ran, T2 due.
+    assert_eq!(
+        next_schedule_time(&cj, add(t2, mins(5)), &hourly, &z),
+        Ok((Some(t2), false))
+    );
+    // 5: two due: the most recent is T2.
+    let cj = at(sub(t1, hours(2)), Some(sub(t1, hours(1))));
+    assert_eq!(
+        next_schedule_time(&cj, add(t2, mins(5)), &hourly, &z),
+        Ok((Some(t2), false))
+    );
+    // 6: far ahead, no deadline: the most recent runs (with the many-missed warning).
+    let far = add(t2, hours(10 * 24));
+    let got = next_schedule_time(&cj, far, &hourly, &z);
+    assert!(matches!(got, Ok((Some(_), true))), "{got:?}");
+    // 7: far ahead with a short deadline: runs, and the deadline keeps the count small.
+    let mut cj7 = cj.clone();
+    cj7.spec.starting_deadline_seconds = Some(2 * 60 * 60);
+    let got = next_schedule_time(&cj7, far, &hourly, &z);
+    assert!(matches!(got, Ok((Some(_), false))), "{got:?}");
+    // 8: a schedule that never fires is an error.
+    let cj = at(add(t1, secs(10)), None);
+    let rogue = parse("59 23 31 2 *");
+    assert_eq!(
+        next_schedule_time(&cj, t2, &rogue, &z),
+        Err(ScheduleError::TooClose)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// TestNextScheduleTimeDuration
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn next_schedule_time_duration_table() {
+    let half_past = after_top(mins(30));
+    let rows: [(&str, &str, Option<Timestamp>, Timestamp, Duration); 4] = [
+        (
+            "complex schedule skipping weekend",
+            "30 6-16/4 * * 1-5",
+            Some(half_past),
+            after_top(hours(24) + mins(31)),
+            hours(3) + mins(59),
+        ),
+        (
+            "another complex schedule skipping weekend",
+            "30 10,11,12 * * 1-5",
+            Some(half_past),
+            after_top(hours(30) + mins(30)),
+            hours(66),
+        ),
+        (
+            "once a week cronjob, missed two runs",
+            "0 12 * * 4",
+            Some(after_top(hours(2))),
+            after_top(hours(19 * 24 + 1) + mins(30)),
+            hours(48) + mins(30),
+        ),
+        (
+            "no previous run of a cronjob",
+            "0 12 * * 5",
+            None,
+            after_top(hours(6)),
+            hours(20),
+        ),
+    ];
+    for (name, schedule, last, now, want) in rows {
+        let cj = cronjob_for(schedule, None, top_of_the_hour(), last);
+        let sched = Schedule::parse(schedule).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            next_schedule_time_duration(&cj, now, &sched, &utc()),
+            Some(want + NEXT_SCHEDULE_DELTA),
+            "{name}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// TestGetJobFromTemplate2
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn job_from_template_table() {
+    let scheduled = top_of_the_hour();
+    let rows: [(&str, Option<&str>, &[(&str, &str)], &str); 3] = [
+        (
+            "UTC timezone and one annotation",
+            Some("UTC"),
+            &[("x", "y")],
+            "2016-05-19T10:00:00Z",
+        ),
+        (
+            "nil timezone and one annotation",
+            None,
+            &[("x", "y")],
+            "2016-05-19T10:00:00Z",
+        ),
+        (
+            "correct timezone and multiple annotation",
+            Some("Europe/Rome"),
+            &[("x", "y"), ("z", "x")],
+            "2016-05-19T12:00:00+02:00",
+        ),
+    ];
+    for (name, tz, annotations, want_stamp) in rows {
+        let mut cj = cron_job();
+        cj.spec.time_zone = tz.map(String::from);
+        if let Some(m) = cj.spec.job_template.metadata.as_mut() {
+            m.annotations = Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        let job = get_job_from_template(&cj, scheduled).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            job.metadata.name.as_deref(),
+            Some("mycronjob-24394200"),
+            "{name}"
+        );
+        assert_eq!(
+            job.metadata.namespace.as_deref(),
+            Some("snazzycats"),
+            "{name}"
+        );
+        assert_eq!(
+            job.metadata.labels.as_ref().map(BTreeMap::len),
+            Some(1),
+            "{name}"
+        );
+        let got = job.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(got.len(), annotations.len() + 1, "{name}");
+        assert_eq!(
+            got.get(keys::CRONJOB_SCHEDULED_TIMESTAMP_ANNOTATION)
+                .map(String::as_str),
+            Some(want_stamp),
+            "{name}"
+        );
+        assert_eq!(job.spec, cj.spec.job_template.spec, "{name}");
+    }
+}
+
+#[test]
+fn job_name_is_minutes_since_epoch() {
+    let cj = cron_job();
+    assert_eq!(get_job_name(&cj, ts("1970-01-01T00:00:59Z")), "mycronjob-0");
+    assert_eq!(get_job_name(&cj, ts("1970-01-01T00:01:00Z")), "mycronjob-1");
+    // Seconds within the minute do not change the name: that is what makes it a lock.
+    assert_eq!(
+        get_job_name(&cj, add(top_of_the_hour(), ms(100))),
+        get_job_name(&cj, top_of_the_hour())
+    );
+}
+
+#[test]
+fn rfc3339_formats_like_go() {
+    let t = ts("2016-05-19T10:00:00.5Z");
+    assert_eq!(format_rfc3339(t, &utc()), "2016-05-19T10:00:00Z");
+    let ny = TimeZone::get(NEW_YORK).unwrap_or(TimeZone::UTC);
+    assert_eq!(format_rfc3339(t, &ny), "2016-05-19T06:00:00-04:00");
+    let kolkata = TimeZone::get("Asia/Kolkata").unwrap_or(TimeZone::UTC);
+    assert_eq!(format_rfc3339(t, &kolkata), "2016-05-19T15:30:00+05:30");
+    assert_eq!(
+        super::template::format_rfc1123z_utc(t),
+        "Thu, 19 May 2016 10:00:00 +0000"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// TestByJobStartTime and history limits
+// ---------------------------------------------------------------------------------------
+
+fn finished_job(name: &str, cond: &str, start: Option<Timestamp>) -> Job {
+    Job {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("snazzycats".into()),
+            uid: Some(format!("uid-{name}")),
+            owner_references: Some(vec![super::template::controller_ref(&cron_job())]),
+            ..Default::default()
+        },
+        spec: Some(job_spec()),
+        status: Some(JobStatus {
+            start_time: start.map(Time),
+            completion_time: start.map(|s| Time(add(s, secs(10)))),
+            conditions: Some(vec![JobCondition {
+                type_: cond.into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+#[test]
+fn by_job_start_time_table() {
+    let now = ts("2018-01-01T02:03:04.000000005Z");
+    let later = ts("2019-01-01T02:03:04.000000005Z");
+    let j = |name: &str, start: Option<Timestamp>| finished_job(name, "Complete", start);
+    let rows: [(&str, Vec<Job>, [&str; 2], [Option<Timestamp>; 2]); 5] = [
+        (
+            "both have nil start times",
+            vec![j("b", None), j("a", None)],
+            ["a", "b"],
+            [None, None],
+        ),
+        (
+            "only the first has a nil start time",
+            vec![j("a", None), j("b", Some(now))],
+            ["b", "a"],
+            [Some(now), None],
+        ),
+        (
+            "only the second has a nil start time",
+            vec![j("a", Some(now)), j("b", None)],
+            ["a", "b"],
+            [Some(now), None],
+        ),
+        (
+            "both have non-nil, equal start time",
+            vec![j("b", Some(now)), j("a", Some(now))],
+            ["a", "b"],
+            [Some(now), Some(now)],
+        ),
+        (
+            "both have non-nil, different start time",
+            vec![j("a", Some(later)), j("b", Some(now))],
+            ["b", "a"],
+            [Some(now), Some(later)],
+        ),
+    ];
+    for (name, mut jobs, want_names, want_starts) in rows {
+        jobs.sort_by(super::by_start_time);
+        let names: Vec<_> = jobs
+            .iter()
+            .filter_map(|j| j.metadata.name.as_deref())
+            .collect();
+        let starts: Vec<_> = jobs
+            .iter()
+            .map(|j| {
+                j.status
+                    .as_ref()
+                    .and_then(|s| s.start_time.as_ref())
+                    .map(|t| t.0)
+            })
+            .collect();
+        assert_eq!(names, want_names, "{name}");
+        assert_eq!(starts, want_starts, "{name}");
+    }
+}
+
+fn history_cronjob(ok: Option<i32>, failed: Option<i32>) -> CronJob {
+    let mut cj = cron_job();
+    cj.spec.schedule = ON_THE_HOUR.into();
+    cj.spec.successful_jobs_history_limit = ok;
+    cj.spec.failed_jobs_history_limit = failed;
+    cj.status = Some(CronJobStatus {
+        last_schedule_time: Some(Time(top_of_the_hour())),
+        ..Default::default()
+    });
+    cj
+}
+
+fn history_jobs() -> Vec<Job> {
+    let h = |n: u64| Some(add(ts("2016-05-19T00:00:00Z"), hours(n)));
+    vec![
+        finished_job("ok-3", "Complete", h(3)),
+        finished_job("ok-1", "Complete", h(1)),
+        finished_job("ok-nil", "Complete", None),
+        finished_job("ok-2", "Complete", h(2)),
+        finished_job("failed-1", "Failed", h(1)),
+        finished_job("failed-2", "Failed", h(2)),
+    ]
+}
+
+fn deleted(plan: &CronJobPlan) -> Vec<&str> {
+    plan.jobs_to_delete
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect()
+}
+
+#[test]
+fn history_limits_delete_the_oldest() {
+    let now = add(top_of_the_hour(), mins(5));
+    let cj = history_cronjob(Some(2), Some(1));
+    let plan = sync(&cj, &history_jobs(), now, &utc());
+    // Oldest first; a Job that never started sorts last, so it is kept longest.
+    assert_eq!(deleted(&plan), ["ok-1", "ok-2", "failed-1"]);
+    assert!(
+        plan.jobs_to_delete
+            .iter()
+            .all(|d| d.reason == DeletionReason::HistoryLimit)
+    );
+    let msgs: Vec<_> = plan
+        .events
+        .iter()
+        .map(|e| (e.reason.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        msgs,
+        [
+            ("SuccessfulDelete", "Deleted job ok-1"),
+            ("SuccessfulDelete", "Deleted job ok-2"),
+            ("SuccessfulDelete", "Deleted job failed-1"),
+        ]
+    );
+    assert!(plan.status.is_some());
+
+    // Under the limits, or no limits at all: nothing goes.
+    let plan = sync(
+        &history_cronjob(Some(10), Some(10)),
+        &history_jobs(),
+        now,
+        &utc(),
+    );
+    assert!(plan.jobs_to_delete.is_empty());
+    let plan = sync(&history_cronjob(None, None), &history_jobs(), now, &utc());
+    assert!(plan.jobs_to_delete.is_empty());
+    // Zero keeps none; a negative limit (rejected by validation) acts as zero.
+    let plan = sync(
+        &history_cronjob(Some(0), Some(-1)),
+        &history_jobs(),
+        now,
+        &utc(),
+    );
+    assert_eq!(plan.jobs_to_delete.len(), 6);
+}
+
+#[test]
+fn history_cleanup_happens_even_when_the_create_fails() {
+    let cj = history_cronjob(Some(1), Some(1));
+    let outcomes = Outcomes {
+        create: CreateOutcome::Failed("exceeded quota".into()),
+        ..Default::default()
+    };
+    let now = add(top_of_the_hour(), hours(1) + mins(1));
+    let plan = sync_with(
+        &cj,
+        &history_jobs(),
+        now,
+        &utc(),
+        &Lookups::default(),
+        &outcomes,
+    );
+    assert_eq!(deleted(&plan), ["ok-1", "ok-2", "ok-3", "failed-1"]);
+    assert!(plan.job_to_create.is_some());
+    assert_eq!(plan.error.as_deref(), Some("exceeded quota"));
+    let last = plan
+        .events
+        .last()
+        .map(|e| (e.reason.as_str(), e.message.as_str()));
+    assert_eq!(
+        last,
+        Some(("FailedCreate", "Error creating job: exceeded quota"))
+    );
+    assert_eq!(plan.requeue_after, None);
+}
+
+#[test]
+fn failed_history_deletion_is_reported() {
+    let cj = history_cronjob(Some(3), None);
+    let mut outcomes = Outcomes::default();
+    outcomes
+        .failed_deletions
+        .insert("ok-1".into(), DeletionFailure::Delete("boom".into()));
+    let now = add(top_of_the_hour(), mins(5));
+    let plan = sync_with(
+        &cj,
+        &history_jobs(),
+        now,
+        &utc(),
+        &Lookups::default(),
+        &outcomes,
+    );
+    assert_eq!(deleted(&plan), ["ok-1"]);
+    assert_eq!(
+        plan.events
+            .first()
+            .map(|e| (e.type_, e.reason.as_str(), e.message.as_str())),
+        Some((EventType::Warning, "FailedDelete", "Deleted job: boom"))
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Reconciling status.active
+// ---------------------------------------------------------------------------------------
+
+fn reasons(plan: &CronJobPlan) -> Vec<(&str, &str)> {
+    plan.events
+        .iter()
+        .map(|e| (e.reason.as_str(), e.message.as_str()))
+        .collect()
+}
+
+#[test]
+fn completed_job_leaves_active_and_sets_last_successful_time() {
+    let mut cj = history_cronjob(None, None);
+    let job = finished_job("mycronjob-1", "Complete", Some(top_of_the_hour()));
+    cj.status = Some(CronJobStatus {
+        active: Some(vec![job_ref(&job)]),
+        last_schedule_time: Some(Time(top_of_the_hour())),
+        last_successful_time: Some(Time(sub(top_of_the_hour(), hours(5)))),
+    });
+    let plan = sync(
+        &cj,
+        std::slice::from_ref(&job),
+        add(top_of_the_hour(), mins(1)),
+        &utc(),
+    );
+    assert_eq!(
+        reasons(&plan),
+        [(
+            "SawCompletedJob",
+            "Saw completed job: mycronjob-1, condition: Complete"
+        )]
+    );
+    let status = plan.status.unwrap_or_default();
+    assert_eq!(status.active, Some(vec![]));
+    assert_eq!(
+        status.last_successful_time.map(|t| t.0),
+        Some(add(top_of_the_hour(), secs(10)))
+    );
+
+    // An older success never moves lastSuccessfulTime back.
+    let mut cj2 = cj.clone();
+    if let Some(s) = cj2.status.as_mut() {
+        s.active = None;
+        s.last_successful_time = Some(Time(add(top_of_the_hour(), hours(1))));
+    }
+    let plan = sync(&cj2, &[job], add(top_of_the_hour(), mins(1)), &utc());
+    assert_eq!(plan.status, None);
+}
+
+#[test]
+fn failed_job_is_reported_with_its_condition() {
+    let mut cj = history_cronjob(None, None);
+    let job = finished_job("mycronjob-1", "Failed", Some(top_of_the_hour()));
+    if let Some(s) = cj.status.as_mut() {
+        s.active = Some(vec![job_ref(&job)]);
+    }
+    let plan = sync(&cj, &[job], add(top_of_the_hour(), mins(1)), &utc());
+    assert_eq!(
+        reasons(&plan),
+        [(
+            "SawCompletedJob",
+            "Saw completed job: mycronjob-1, condition: Failed"
+        )]
+    );
+    let status = plan.status.unwrap_or_default();
+    assert_eq!(status.last_successful_time, None);
+}
+
+#[test]
+fn missing_and_unexpected_jobs() {
+    let mut cj = history_cronjob(None, None);
+    let mut gone = finished_job("mycronjob-gone", "Complete", None);
+    gone.status = None;
+    let mut stray = finished_job("stray", "Complete", None);
+    stray.status = None;
+    if let Some(s) = cj.status.as_mut() {
+        s.active = Some(vec![job_ref(&gone)]);
+    }
+    let now = add(top_of_the_hour(), mins(1));
+    let plan = sync(&cj, std::slice::from_ref(&stray), now, &utc());
+    assert_eq!(
+        reasons(&plan),
+        [
+            (
+                "UnexpectedJob",
+                "Saw a job that the controller did not create or forgot: stray"
+            ),
+            ("MissingJob", "Active job went missing: mycronjob-gone"),
+        ]
+    );
+    assert_eq!(plan.status.and_then(|s| s.active), Some(vec![]));
+    assert!(needs_fresh_cronjob(&cj, std::slice::from_ref(&stray)));
+    assert_eq!(active_missing_from_cache(&cj, &[stray]).len(), 1);
+
+    // A live GET that still finds the Job keeps it listed.
+    let lookups = Lookups {
+        fresh_cronjob: None,
+        live_active_jobs: BTreeSet::from(["uid-mycronjob-gone".to_string()]),
+    };
+    let plan = sync_with(&cj, &[], now, &utc(), &lookups, &Outcomes::default());
+    assert!(plan.events.is_empty());
+    assert_eq!(plan.status, None);
+}
+
+#[test]
+fn already_exists_not_controlled_is_left_alone() {
+    let cj = history_cronjob(None, None);
+    let now = add(top_of_the_hour(), hours(1) + mins(1));
+    let mut other = finished_job("mycronjob-24394260", "Complete", None);
+    other.status = None;
+    other.metadata.owner_references = None;
+    let outcomes = Outcomes {
+        create: CreateOutcome::AlreadyExists(Some(Box::new(other))),
+        ..Default::default()
+    };
+    let plan = sync_with(&cj, &[], now, &utc(), &Lookups::default(), &outcomes);
+    assert!(plan.job_to_create.is_some());
+    assert_eq!(plan.status, None);
+    assert_eq!(plan.requeue_after, None);
+    assert_eq!(plan.error, None);
+    assert!(plan.events.is_empty());
+}
+
+#[test]
+fn created_job_is_listed_with_the_servers_uid() {
+    let cj = history_cronjob(None, None);
+    let now = add(top_of_the_hour(), hours(1) + mins(1));
+    let first = sync(&cj, &[], now, &utc());
+    let mut created = first.job_to_create.clone().unwrap_or_default();
+    created.metadata.uid = Some("server-uid".into());
+    created.metadata.resource_version = Some("42".into());
+    let outcomes = Outcomes {
+        create: CreateOutcome::CreatedAs(Box::new(created)),
+        ..Default::default()
+    };
+    let plan = sync_with(&cj, &[], now, &utc(), &Lookups::default(), &outcomes);
+    let status = plan.status.clone().unwrap_or_default();
+    let r = status
+        .active
+        .and_then(|a| a.into_iter().next())
+        .unwrap_or_default();
+    assert_eq!(r.uid.as_deref(), Some("server-uid"));
+    assert_eq!(r.resource_version.as_deref(), Some("42"));
+    assert_eq!(r.kind.as_deref(), Some("Job"));
+    assert_eq!(r.api_version.as_deref(), Some("batch/v1"));
+    assert_eq!(r.name.as_deref(), Some("mycronjob-24394260"));
+    assert_eq!(r.namespace.as_deref(), Some("snazzycats"));
+    assert_eq!(
+        status.last_schedule_time.map(|t| t.0),
+        Some(add(top_of_the_hour(), hours(1)))
+    );
+    assert_eq!(
+        reasons(&plan),
+        [("SuccessfulCreate", "Created job mycronjob-24394260")]
+    );
+}
+
+#[test]
+fn replace_deletes_every_active_job_then_creates() {
+    let mut cj = history_cronjob(None, None);
+    cj.spec.concurrency_policy = Some("Replace".into());
+    let mk = |n: &str| {
+        let mut j = finished_job(n, "Complete", None);
+        j.status = None;
+        j
+    };
+    let (a, b) = (mk("mycronjob-a"), mk("mycronjob-b"));
+    if let Some(s) = cj.status.as_mut() {
+        s.active = Some(vec![job_ref(&a), job_ref(&b)]);
+    }
+    let now = add(top_of_the_hour(), hours(1) + mins(1));
+    let jobs = [a, b];
+    let plan = sync(&cj, &jobs, now, &utc());
+    assert_eq!(deleted(&plan), ["mycronjob-a", "mycronjob-b"]);
+    assert!(
+        plan.jobs_to_delete
+            .iter()
+            .all(|d| d.reason == DeletionReason::Replace)
+    );
+    assert!(plan.job_to_create.is_some());
+    assert_eq!(plan.status.and_then(|s| s.active).map(|a| a.len()), Some(1));
+
+    // A failed deletion stops the replacement: no create, an error, the Job stays listed.
+    let mut outcomes = Outcomes::default();
+    outcomes
+        .failed_deletions
+        .insert("mycronjob-a".into(), DeletionFailure::Delete("nope".into()));
+    let plan = sync_with(&cj, &jobs, now, &utc(), &Lookups::default(), &outcomes);
+    assert_eq!(deleted(&plan), ["mycronjob-a"]);
+    assert_eq!(plan.job_to_create, None);
+    assert_eq!(
+        plan.error.as_deref(),
+        Some("could not replace job snazzycats/mycronjob-a")
+    );
+    assert_eq!(plan.status, None);
+}
+
+#[test]
+fn being_deleted_only_updates_status() {
+    let mut cj = history_cronjob(None, None);
+    cj.metadata.deletion_timestamp = Some(Time(top_of_the_hour()));
+    let plan = sync(&cj, &[], add(top_of_the_hour(), hours(1) + mins(1)), &utc());
+    assert_eq!(plan.stop, Some(Stop::BeingDeleted));
+    assert_eq!(plan.job_to_create, None);
+    assert_eq!(plan.requeue_after, None);
+}
+
+#[test]
+fn schedule_warnings_are_worded_as_upstream() {
+    let now = add(top_of_the_hour(), mins(1));
+    let mut cj = history_cronjob(None, None);
+    cj.spec.time_zone = Some("Mars/Olympus".into());
+    assert_eq!(
+        reasons(&sync(&cj, &[], now, &utc())),
+        [(
+            "UnknownTimeZone",
+            "invalid timeZone: \"Mars/Olympus\": unknown time zone Mars/Olympus"
+        )]
+    );
+    let mut cj = history_cronjob(None, None);
+    cj.spec.schedule = "* * * *".into();
+    let plan = sync(&cj, &[], now, &utc());
+    assert_eq!(plan.stop, Some(Stop::UnparseableSchedule));
+    assert_eq!(
+        reasons(&plan),
+        [(
+            "UnparseableSchedule",
+            "unparseable schedule: \"* * * *\" : expected exactly 5 fields, found 4: [* * * *]"
+        )]
+    );
+    let mut cj = history_cronjob(None, None);
+    cj.spec.schedule = "59 23 31 2 *".into();
+    let plan = sync(&cj, &[], now, &utc());
+    assert_eq!(plan.stop, Some(Stop::InvalidSchedule));
+    assert_eq!(
+        reasons(&plan),
+        [(
+            "InvalidSchedule",
+            "invalid schedule: 59 23 31 2 * : time difference between two schedules is less than 1 second"
+        )]
+    );
+    let mut cj = history_cronjob(None, None);
+    cj.spec.schedule = "CRON_TZ=UTC 0 * * * *".into();
+    let plan = sync(&cj, &[], add(top_of_the_hour(), hours(1) + mins(1)), &utc());
+    assert_eq!(
+        plan.events
+            .first()
+            .map(|e| (e.reason.as_str(), e.message.as_str())),
+        Some((
+            "UnsupportedSchedule",
+            "CRON_TZ or TZ used in schedule \"CRON_TZ=UTC 0 * * * *\" is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details"
+        ))
+    );
+    let mut cj = history_cronjob(None, None);
+    cj.status = None;
+    cj.metadata.creation_timestamp = Some(Time(sub(top_of_the_hour(), hours(24 * 30))));
+    let plan = sync(&cj, &[], now, &utc());
+    assert_eq!(
+        plan.events
+            .first()
+            .map(|e| (e.reason.as_str(), e.message.as_str())),
+        Some((
+            "TooManyMissedTimes",
+            "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew"
+        ))
+    );
+    let mut cj = history_cronjob(None, None);
+    cj.spec.concurrency_policy = Some("Forbid".into());
+    let mut running = finished_job("mycronjob-1", "Complete", None);
+    running.status = None;
+    if let Some(s) = cj.status.as_mut() {
+        s.active = Some(vec![job_ref(&running)]);
+    }
+    let plan = sync(
+        &cj,
+        &[running],
+        add(top_of_the_hour(), hours(1) + mins(1)),
+        &utc(),
+    );
+    assert_eq!(
+        reasons(&plan),
+        [(
+            "JobAlreadyActive",
+            "Not starting job because prior execution is running and concurrency policy is Forbid"
+        )]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// TestControllerV2UpdateCronJob
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn requeue_on_update_table() {
+    let now = just_a_second_before_the_hour();
+    let with = |schedule: &str, tz: Option<&str>, label: &str| {
+        let mut cj = cronjob_for(
+            schedule,
+            tz,
+            ts("0001-01-01T00:00:00Z"),
+            Some(just_before_the_hour()),
+        );
+        if let Some(m) = cj.spec.job_template.metadata.as_mut() {
+            m.labels = Some(BTreeMap::from([("a".to_string(), label.to_string())]));
+        }
+        cj
+    };
+    let z = utc();
+    // spec.template changed: sync now.
+    assert_eq!(
+        requeue_on_update(&with("", None, "b"), &with("", None, "foo"), now, &z),
+        Ok(Duration::ZERO)
+    );
+    assert_eq!(
+        requeue_on_update(
+            &with("30 * * * *", None, "b"),
+            &with("*/1 * * * *", None, "foo"),
+            now,
+            &z
+        ),
+        Ok(secs(1) + NEXT_SCHEDULE_DELTA)
+    );
+    assert_eq!(
+        requeue_on_update(
+            &with("@every 1m", None, "b"),
+            &with("@every 3m", None, "foo"),
+            now,
+            &z
+        ),
+        Ok(mins(2) + secs(1) + NEXT_SCHEDULE_DELTA)
+    );
+    assert_eq!(
+        requeue_on_update(
+            &with("@every 3m", None, "b"),
+            &with("@every 1m", None, "foo"),
+            now,
+            &z
+        ),
+        Ok(secs(1) + NEXT_SCHEDULE_DELTA)
+    );
+    assert_eq!(
+        requeue_on_update(
+            &with("", Some(NEW_YORK), "b"),
+            &with("", Some(NEW_YORK), "foo"),
+            now,
+            &z
+        ),
+        Ok(Duration::ZERO)
+    );
+    // The time zone changed but the (empty) schedule does not parse: an event, no requeue.
+    assert_eq!(
+        requeue_on_update(
+            &with("", Some(NEW_YORK), "b"),
+            &with("", None, "foo"),
+            now,
+            &z
+        ),
+        Err(CronJobEvent::unparseable_on_update(""))
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// No input makes the decision panic
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn odd_inputs_do_not_panic() {
+    let schedules = [
+        "",
+        "TZ=",
+        "TZ=Nowhere 0 * * * *",
+        "@every 1s",
+        "@every 0s",
+        "* * * * *",
+        "TZ=Local 0 * * * *",
+        "0 0 29 2 *",
+        "59 23 31 2 *",
+        "@yearly",
+        "CRON_TZ=Asia/Kolkata */7 * * * *",
+    ];
+    let times = [
+        ts("0001-01-01T00:00:00Z"),
+        Timestamp::MIN,
+        Timestamp::MAX,
+        top_of_the_hour(),
+        Timestamp::UNIX_EPOCH,
+    ];
+    let deadlines = [None, Some(0), Some(-5), Some(i64::MAX), Some(i64::MIN)];
+    for schedule in schedules {
+        for &created in &times {
+            for &now in &times {
+                for deadline in deadlines {
+                    let mut cj = history_cronjob(Some(-3), Some(i32::MAX));
+                    cj.spec.schedule = schedule.into();
+                    cj.spec.starting_deadline_seconds = deadline;
+                    cj.metadata.creation_timestamp = Some(Time(created));
+                    cj.status = None;
+                    let plan = sync(&cj, &history_jobs(), now, &utc());
+                    let _ = plan.requeue_after;
+                    cj.metadata.creation_timestamp = None;
+                    cj.spec.time_zone = Some("Local".into());
+                    let _ = sync(&cj, &[], now, &utc());
+                }
+            }
+        }
+    }
+}
