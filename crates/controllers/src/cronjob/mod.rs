@@ -27,6 +27,7 @@ pub mod schedule;
 pub mod template;
 
 #[cfg(test)]
+#[allow(clippy::type_complexity)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -418,11 +419,11 @@ fn reconcile_jobs(d: &mut Decision, jobs: &[Job], lookups: &Lookups<'_>) {
         match finished {
             None if !found => {
                 // The cached CronJob may predate the status write that listed this Job.
-                if let Some(fresh) = lookups.fresh_cronjob {
-                    if in_active(fresh, uid) {
-                        d.cj = fresh.clone();
-                        continue;
-                    }
+                if let Some(fresh) = lookups.fresh_cronjob
+                    && in_active(fresh, uid)
+                {
+                    d.cj = fresh.clone();
+                    continue;
                 }
                 d.event(CronJobEvent::warning(
                     "UnexpectedJob",
@@ -448,11 +449,11 @@ fn reconcile_jobs(d: &mut Decision, jobs: &[Job], lookups: &Lookups<'_>) {
                     let status = d.cj.status.get_or_insert_with(Default::default);
                     let last = status.last_successful_time.as_ref().map(|t| t.0);
                     // Only ever moves forward, so an old Job seen late cannot roll it back.
-                    if let Some(done) = done {
-                        if last.is_none_or(|last| done > last) {
-                            status.last_successful_time = Some(Time(done));
-                            d.update = true;
-                        }
+                    if let Some(done) = done
+                        && last.is_none_or(|last| done > last)
+                    {
+                        status.last_successful_time = Some(Time(done));
+                        d.update = true;
                     }
                 }
             }
@@ -533,15 +534,15 @@ fn schedule_next(d: &mut Decision, now: Timestamp, zone: &TimeZone, outcomes: &O
         return;
     }
     let spec = d.cj.spec.clone();
-    if let Some(tz) = spec.time_zone.as_deref() {
-        if let Err(e) = kbatch_cron::load_location(tz) {
-            d.event(CronJobEvent::warning(
-                "UnknownTimeZone",
-                format!("invalid timeZone: {}: {e}", quote(tz)),
-            ));
-            d.plan.stop = Some(Stop::UnknownTimeZone);
-            return;
-        }
+    if let Some(tz) = spec.time_zone.as_deref()
+        && let Err(e) = kbatch_cron::load_location(tz)
+    {
+        d.event(CronJobEvent::warning(
+            "UnknownTimeZone",
+            format!("invalid timeZone: {}: {e}", quote(tz)),
+        ));
+        d.plan.stop = Some(Stop::UnknownTimeZone);
+        return;
     }
     if spec.suspend == Some(true) {
         d.plan.stop = Some(Stop::Suspended);

@@ -100,17 +100,14 @@ pub fn most_recent_schedule_time(
     include_starting_deadline: bool,
 ) -> Result<MostRecent, ScheduleError> {
     let mut earliest = last_schedule_or_creation(cj);
-    if include_starting_deadline {
-        if let Some(sds) = starting_deadline_seconds(cj) {
-            if let Some(deadline) = SignedDuration::from_secs(sds)
-                .checked_neg()
-                .and_then(|d| now.checked_add(d).ok())
-            {
-                if deadline > earliest {
-                    earliest = deadline;
-                }
-            }
-        }
+    if include_starting_deadline
+        && let Some(sds) = starting_deadline_seconds(cj)
+        && let Some(deadline) = SignedDuration::from_secs(sds)
+            .checked_neg()
+            .and_then(|d| now.checked_add(d).ok())
+        && deadline > earliest
+    {
+        earliest = deadline;
     }
     let mut out = MostRecent {
         earliest,

@@ -698,10 +698,10 @@ fn setup(row: &Row) -> (CronJob, Vec<Job>, CronJob, Outcomes, Option<Job>) {
         j.metadata.creation_timestamp = Some(Time(row.job_creation));
         if row.still_active {
             let r = job_ref(&j);
-            if row.job_in_cj_active {
-                if let Some(s) = cj.status.as_mut() {
-                    s.active = Some(vec![r.clone()]);
-                }
+            if row.job_in_cj_active
+                && let Some(s) = cj.status.as_mut()
+            {
+                s.active = Some(vec![r.clone()]);
             }
             fresh.status = Some(CronJobStatus {
                 active: Some(vec![r]),
@@ -735,13 +735,13 @@ fn setup(row: &Row) -> (CronJob, Vec<Job>, CronJob, Outcomes, Option<Job>) {
     if let (CreateOutcome::AlreadyExists(None), Some(j)) = (&row.create, &job) {
         outcomes.create = CreateOutcome::AlreadyExists(Some(Box::new(j.clone())));
     }
-    if row.get_job_error {
-        if let Some(j) = &job {
-            outcomes.failed_deletions.insert(
-                j.metadata.name.clone().unwrap_or_default(),
-                DeletionFailure::Get("request is invalid".into()),
-            );
-        }
+    if row.get_job_error
+        && let Some(j) = &job
+    {
+        outcomes.failed_deletions.insert(
+            j.metadata.name.clone().unwrap_or_default(),
+            DeletionFailure::Get("request is invalid".into()),
+        );
     }
     (cj, jobs, fresh, outcomes, job)
 }
