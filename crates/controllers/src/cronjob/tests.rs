@@ -1959,3 +1959,59 @@ fn odd_inputs_do_not_panic() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// TestControllerV2GetJobsToBeReconciled
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn jobs_to_be_reconciled_match_the_controller_name_only() {
+    let cj = cron_job();
+    let mk = |name: &str, ns: &str, owner: Option<(&str, &str, bool)>| {
+        let mut j = finished_job(name, "Complete", None);
+        j.metadata.namespace = Some(ns.into());
+        j.metadata.labels = Some(BTreeMap::from([(
+            "unrelated".to_string(),
+            name.to_string(),
+        )]));
+        j.metadata.owner_references = owner.map(|(kind, owner_name, controller)| {
+            let mut r = super::template::controller_ref(&cj);
+            r.kind = kind.into();
+            r.name = owner_name.into();
+            r.uid = "another-uid".into();
+            r.controller = Some(controller);
+            vec![r]
+        });
+        j
+    };
+    let jobs = [
+        mk(
+            "owned-by-name",
+            "snazzycats",
+            Some(("CronJob", "mycronjob", true)),
+        ),
+        // Upstream compares the name alone, so another kind with the same name counts.
+        mk(
+            "other-kind",
+            "snazzycats",
+            Some(("Deployment", "mycronjob", true)),
+        ),
+        mk("other-name", "snazzycats", Some(("CronJob", "other", true))),
+        mk(
+            "not-controller",
+            "snazzycats",
+            Some(("CronJob", "mycronjob", false)),
+        ),
+        mk("orphan", "snazzycats", None),
+        mk(
+            "other-namespace",
+            "elsewhere",
+            Some(("CronJob", "mycronjob", true)),
+        ),
+    ];
+    let got: Vec<_> = jobs_to_be_reconciled(&cj, &jobs)
+        .into_iter()
+        .filter_map(|j| j.metadata.name.as_deref())
+        .collect();
+    assert_eq!(got, ["owned-by-name", "other-kind"]);
+}
