@@ -5,5 +5,7 @@
 //! client-go's semantics, and the expectations that stop a controller from acting on a stale
 //! cache.
 
+pub mod cronjob;
 pub mod job;
 pub mod runtime;
+pub mod ttl;
