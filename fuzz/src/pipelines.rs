@@ -12,8 +12,10 @@
 
 use std::sync::OnceLock;
 
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue};
 use kbatch_apiserver::events;
-use kbatch_apiserver::handlers::storage_resource;
+use kbatch_apiserver::handlers::{self, storage_resource};
 use kbatch_apiserver::request::{self, Query};
 use kbatch_apiserver::resources::{Kind, RESOURCES, Resource};
 use kbatch_apiserver::selector::{FieldSelector, LabelSelector};
@@ -131,7 +133,8 @@ fn set_namespace(res: &Resource, v: &mut Value, default: &str) {
 pub fn create(res: &'static Resource, doc: Value) -> Result<Value, String> {
     let strategy = Strategy::new(storage_resource(res));
     let doc = to_storage_form(res, doc);
-    let mut v = strategy
+    // Unknown fields only matter under fieldValidation=Strict, which stops before validation.
+    let (mut v, _unknown) = strategy
         .decode_and_default(doc)
         .map_err(|e| e.message.clone())?;
     set_namespace(res, &mut v, "default");
@@ -175,7 +178,7 @@ pub fn update(
     let ns = meta_str(old, "namespace").to_string();
     meta_mut(&mut new).insert("namespace".into(), json!(ns));
     set_namespace(res, &mut new, &ns);
-    let mut new = strategy
+    let (mut new, _unknown) = strategy
         .decode_and_default(new)
         .map_err(|e| e.message.clone())?;
     let old_meta = old
@@ -238,14 +241,29 @@ fn documents(res: &Resource, input: &Value) -> Vec<Value> {
     docs
 }
 
-/// `api_objects`: the input as a JSON document, through create and both kinds of update for
-/// every served resource.
+/// The request bodies an input stands for: a JSON document (any JSON value, since a JSON
+/// patch is an array), and whatever the server's YAML body decoder makes of it.
+fn bodies(data: &[u8]) -> Vec<Value> {
+    let mut out = Vec::new();
+    if let Ok(v) = serde_json::from_slice::<Value>(data) {
+        out.push(v);
+    }
+    let mut yaml = HeaderMap::new();
+    yaml.insert(CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
+    if let Ok(v) = handlers::decode_body(&yaml, data)
+        && !out.contains(&v)
+    {
+        out.push(v);
+    }
+    out
+}
+
+/// `api_objects`: the input as a JSON or YAML document, through create and both kinds of
+/// update for every served resource.
 pub fn api_objects(data: &[u8]) {
-    let Ok(input) = serde_json::from_slice::<Value>(data) else {
-        return;
-    };
+    let inputs = bodies(data);
     for (res, old) in RESOURCES.iter().zip(stored_seeds()) {
-        for doc in documents(res, &input) {
+        for doc in inputs.iter().flat_map(|input| documents(res, input)) {
             if let Ok(created) = create(res, doc.clone()) {
                 // What was just stored must be updatable with itself.
                 let _ = update(res, &created, created.clone(), Part::Main);
