@@ -78,11 +78,14 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
             legacy_root: false,
         });
     }
-    let (watch_path, rest) = if rest[0] == "watch" {
-        (true, &rest[1..])
-    } else {
-        (false, rest)
+    let (watch_path, rest) = match rest.split_first() {
+        Some((first, tail)) if first == "watch" => (true, tail),
+        _ => (false, rest),
     };
+    // `/api/v1/watch` names no resource.
+    if rest.is_empty() {
+        return Err(ApiError::no_route());
+    }
     let lookup =
         |plural: &str| resources::find(&group, &version, plural).ok_or_else(ApiError::no_route);
 
@@ -225,6 +228,8 @@ mod tests {
         assert!(route("/apis/batch/v1/widgets").is_err());
         assert!(route("/foo").is_err());
         assert!(route("/api/v1/namespaces/a/pods/b/c/d").is_err());
+        assert!(route("/api/v1/watch").is_err());
+        assert!(route("/apis/batch/v1/watch/").is_err());
     }
 
     #[test]

@@ -18,12 +18,7 @@ fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
 }
 
-/// Inputs known to panic, as `(target, file name)`, until the code is fixed. Each has an
-/// ignored test below naming the panic, which the fix should turn into a passing test by
-/// removing both entries.
-const KNOWN_CRASHES: &[(&str, &str)] = &[("selectors_and_paths", "route-watch-without-resource")];
-
-/// Every committed input of a target, corpus then regressions, minus the known crashes.
+/// Every committed input of a target, corpus then regressions (inputs that once crashed).
 fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     for kind in ["corpus", "regressions"] {
@@ -34,8 +29,7 @@ fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
         let mut paths: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
         paths.sort();
         for path in paths {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if !path.is_file() || KNOWN_CRASHES.contains(&(target, name)) {
+            if !path.is_file() {
                 continue;
             }
             let data = std::fs::read(&path).expect("reading a fuzz input");
@@ -43,12 +37,6 @@ fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
         }
     }
     out
-}
-
-fn known_crash(target: &str, name: &str, f: fn(&[u8])) {
-    let data = std::fs::read(fuzz_dir().join("regressions").join(target).join(name))
-        .expect("reading a regression input");
-    f(&data);
 }
 
 /// Runs `f` on every input, naming the input whose replay panicked.
@@ -96,14 +84,4 @@ fn replay_selectors_and_paths() {
 #[test]
 fn replay_cron() {
     replay("cron", pipelines::cron);
-}
-
-#[test]
-#[ignore = "known crash: request::route indexes rest[0] after stripping `watch` from /api/v1/watch (request.rs:91)"]
-fn known_crash_route_watch_without_resource() {
-    known_crash(
-        "selectors_and_paths",
-        "route-watch-without-resource",
-        pipelines::selectors_and_paths,
-    );
 }
