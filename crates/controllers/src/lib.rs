@@ -7,5 +7,6 @@
 
 pub mod cronjob;
 pub mod job;
+pub mod manager;
 pub mod runtime;
 pub mod ttl;

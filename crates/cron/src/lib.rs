@@ -29,6 +29,15 @@ mod walk;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
+/// Go's `time.ParseDuration` for a non-negative duration (`100ms`, `2s`, `1h30m`), with Go's
+/// error text; the format of every duration flag and annotation kbatch reads.
+pub fn parse_go_duration(s: &str) -> Result<std::time::Duration, String> {
+    let nanos = golang::parse_duration(s)?;
+    u64::try_from(nanos)
+        .map(std::time::Duration::from_nanos)
+        .map_err(|_| format!("negative duration {s:?}"))
+}
+
 /// A parse error; its `Display` is robfig's error text, which upstream validation embeds in
 /// `spec.schedule: Invalid value: "<schedule>": <text>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,7 @@
-//! The kbatch binary: `up` runs the standalone control plane.
+//! The kbatch binary: `up` runs the standalone control plane, `controllers` the controllers
+//! against any API server, `schedule` checks a cron schedule.
 
+mod controllers;
 mod kubeconfig;
 mod schedule;
 mod up;
@@ -21,6 +23,8 @@ struct Cli {
 enum Command {
     /// Start the embedded API server, its durable store, the controllers and the executor.
     Up(up::UpArgs),
+    /// Run the controllers against any Kubernetes API server (from a kubeconfig).
+    Controllers(controllers::ControllersArgs),
     /// Print the next run times of a cron schedule (checked as a CronJob's would be).
     Schedule(schedule::ScheduleArgs),
 }
@@ -53,6 +57,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Up(args) => up::run(args).await,
+            Command::Controllers(args) => controllers::run(args).await,
             Command::Schedule(_) => Ok(()),
         }
     });

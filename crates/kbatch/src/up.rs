@@ -8,6 +8,9 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use kbatch_apiserver::ServerState;
 use kbatch_store::{Store, StoreOptions};
+use tokio::sync::watch;
+
+use crate::controllers::ControllerFlags;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Executor {
@@ -33,6 +36,11 @@ pub struct UpArgs {
     /// How many past changes a watch can resume from (older resourceVersions get 410 Expired).
     #[arg(long, default_value_t = StoreOptions::default().history_events)]
     pub watch_history_events: usize,
+    /// Which controllers to run, comma-separated: job, cronjob, ttl (empty: none).
+    #[arg(long, default_value = "job,cronjob,ttl")]
+    pub controllers: String,
+    #[command(flatten)]
+    pub controller_flags: ControllerFlags,
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
@@ -49,6 +57,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             args.executor
         );
     }
+    let manager_config = args.controller_flags.manager_config(&args.controllers)?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let store_dir = args.data_dir.join("store");
@@ -87,6 +96,20 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
     ));
     let gc = state.start_garbage_collector();
+
+    // The controllers are clients of the server over HTTP, as they would be on a cluster.
+    let client_config = kube::Config::new(
+        format!("http://{addr}")
+            .parse()
+            .context("building the server's URL")?,
+    );
+    let client = kube::Client::try_from(client_config).context("building the API client")?;
+    let (stop_controllers, controllers_stop) = watch::channel(false);
+    let controllers = tokio::spawn(kbatch_controllers::manager::run(
+        client,
+        manager_config,
+        controllers_stop,
+    ));
     state.set_ready();
     tracing::info!(
         address = %addr,
@@ -97,6 +120,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     wait_for_signal().await;
     tracing::info!("shutting down");
+    let _ = stop_controllers.send(true);
+    match controllers.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "controllers stopped with an error"),
+        Err(e) => tracing::warn!(error = %e, "controllers task failed"),
+    }
     state.begin_shutdown();
     let _ = stop_tx.send(());
     match server.await {
@@ -109,7 +138,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
+pub async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());

@@ -26,7 +26,9 @@
 
 pub mod backoff;
 pub mod conditions;
+pub mod controller;
 pub mod indexed;
+pub mod metrics;
 pub mod ownership;
 pub mod pod_failure_policy;
 pub mod pods;
@@ -118,20 +120,7 @@ pub enum Skip {
     InvalidSpec,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
-}
+pub use crate::runtime::events::EventType;
 
 /// An event about the Job, worded as upstream words it.
 #[derive(Clone, Debug, PartialEq, Eq)]

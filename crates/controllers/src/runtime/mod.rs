@@ -2,7 +2,9 @@
 //! `pkg/controller` upstream.
 
 pub mod clock;
+pub mod events;
 pub mod expectations;
 pub mod informer;
 pub mod key;
+pub mod metrics;
 pub mod queue;

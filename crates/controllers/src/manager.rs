@@ -1,0 +1,158 @@
+//! Runs a chosen set of controllers against one API server until shutdown, as
+//! kube-controller-manager does: each controller with its own event source component.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use kube::Client;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{error, info};
+
+use crate::job::controller::{self as job_controller, JobControllerConfig};
+use crate::runtime::events::EventRecorder;
+
+/// A controller kbatch can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ControllerName {
+    Job,
+    CronJob,
+    Ttl,
+}
+
+impl ControllerName {
+    pub const ALL: [ControllerName; 3] = [
+        ControllerName::Job,
+        ControllerName::CronJob,
+        ControllerName::Ttl,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControllerName::Job => "job",
+            ControllerName::CronJob => "cronjob",
+            ControllerName::Ttl => "ttl",
+        }
+    }
+}
+
+impl fmt::Display for ControllerName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown controller {0:?}: valid controllers are job, cronjob, ttl")]
+pub struct UnknownController(pub String);
+
+impl FromStr for ControllerName {
+    type Err = UnknownController;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "job" => Ok(ControllerName::Job),
+            "cronjob" => Ok(ControllerName::CronJob),
+            "ttl" | "ttl-after-finished" => Ok(ControllerName::Ttl),
+            other => Err(UnknownController(other.to_string())),
+        }
+    }
+}
+
+/// Parses `job,cronjob,ttl` (or `*` for all).
+pub fn parse_controllers(list: &str) -> Result<BTreeSet<ControllerName>, UnknownController> {
+    if list.trim() == "*" {
+        return Ok(ControllerName::ALL.into_iter().collect());
+    }
+    list.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(str::parse)
+        .collect()
+}
+
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    pub controllers: BTreeSet<ControllerName>,
+    pub job: JobControllerConfig,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            controllers: ControllerName::ALL.into_iter().collect(),
+            job: JobControllerConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    #[error("the {0} controller failed: {1}")]
+    Controller(ControllerName, String),
+}
+
+/// Runs the configured controllers until `shutdown` turns true (or one of them fails).
+pub async fn run(
+    client: Client,
+    config: ManagerConfig,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), ManagerError> {
+    let mut tasks: JoinSet<Result<(), ManagerError>> = JoinSet::new();
+    let mut recorders = Vec::new();
+    for name in &config.controllers {
+        match name {
+            ControllerName::Job => {
+                let (recorder, task) =
+                    EventRecorder::start(client.clone(), job_controller::COMPONENT);
+                recorders.push(task);
+                let (client, cfg, stop) = (client.clone(), config.job.clone(), shutdown.clone());
+                tasks.spawn(async move {
+                    job_controller::run(client, cfg, recorder, stop)
+                        .await
+                        .map_err(|e| ManagerError::Controller(ControllerName::Job, e.to_string()))
+                });
+            }
+            other => {
+                tracing::warn!(controller = %other, "this controller is not available in this build yet; skipping it")
+            }
+        }
+    }
+    info!(controllers = ?config.controllers, "controllers starting");
+    let mut result = Ok(());
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                error!(error = %e, "a controller stopped");
+                result = Err(e);
+            }
+            Err(e) => error!(error = %e, "a controller task failed"),
+        }
+    }
+    // The controllers dropped their recorders: each writer sends what is left, then ends.
+    for r in recorders {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), r).await;
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_controller_lists() {
+        let all: BTreeSet<_> = ControllerName::ALL.into_iter().collect();
+        assert_eq!(parse_controllers("job,cronjob,ttl"), Ok(all.clone()));
+        assert_eq!(parse_controllers("*"), Ok(all));
+        assert_eq!(
+            parse_controllers("job"),
+            Ok([ControllerName::Job].into_iter().collect())
+        );
+        assert_eq!(
+            parse_controllers("job,nope"),
+            Err(UnknownController("nope".into()))
+        );
+    }
+}

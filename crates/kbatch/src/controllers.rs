@@ -1,0 +1,109 @@
+//! `kbatch controllers`: the controllers against any Kubernetes API server, and the tuning
+//! flags that `kbatch up` shares.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use kbatch_controllers::job::backoff::BackoffConfig;
+use kbatch_controllers::job::controller::JobControllerConfig;
+use kbatch_controllers::manager::{self, ManagerConfig};
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::sync::watch;
+
+fn go_duration(s: &str) -> Result<Duration, String> {
+    kbatch_cron::parse_go_duration(s)
+}
+
+/// Controller settings, named after upstream's kube-controller-manager settings.
+#[derive(Args, Debug, Clone)]
+pub struct ControllerFlags {
+    /// Jobs synced at once.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_job_syncs: u16,
+    /// CronJobs synced at once.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_cron_job_syncs: u16,
+    /// First delay before replacing a failed pod (doubles with each failure).
+    #[arg(long, default_value = "10s", value_parser = go_duration)]
+    pub pod_failure_backoff: Duration,
+    /// Longest delay before replacing a failed pod.
+    #[arg(long, default_value = "10m", value_parser = go_duration)]
+    pub pod_failure_backoff_max: Duration,
+}
+
+impl ControllerFlags {
+    pub fn manager_config(&self, controllers: &str) -> anyhow::Result<ManagerConfig> {
+        let controllers = manager::parse_controllers(controllers)?;
+        Ok(ManagerConfig {
+            controllers,
+            job: JobControllerConfig {
+                workers: usize::from(self.concurrent_job_syncs),
+                backoff: BackoffConfig {
+                    base: self.pod_failure_backoff,
+                    max: self.pod_failure_backoff_max.max(self.pod_failure_backoff),
+                },
+                ..JobControllerConfig::default()
+            },
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ControllersArgs {
+    /// The kubeconfig of the API server to work against (default: $KUBECONFIG, then
+    /// ~/.kube/config, then the in-cluster service account).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Which controllers to run, comma-separated: job, cronjob, ttl (or `*`).
+    #[arg(long, default_value = "job,cronjob,ttl")]
+    pub controllers: String,
+    #[command(flatten)]
+    pub flags: ControllerFlags,
+}
+
+/// A client for the API server of a kubeconfig file, or inferred from the environment.
+pub async fn client_for(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding a kubeconfig or in-cluster configuration")?,
+    };
+    Client::try_from(config).context("building the API client")
+}
+
+pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
+    let config = args.flags.manager_config(&args.controllers)?;
+    let client = client_for(args.kubeconfig.as_ref()).await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("reaching the API server")?;
+    tracing::info!(
+        server = %format!("{}.{}", version.major, version.minor),
+        controllers = %args.controllers,
+        "connected"
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut controllers = tokio::spawn(manager::run(client, config, stop_rx));
+    let result = tokio::select! {
+        _ = crate::up::wait_for_signal() => {
+            tracing::info!("shutting down");
+            let _ = stop_tx.send(true);
+            (&mut controllers).await
+        }
+        r = &mut controllers => r,
+    };
+    result
+        .context("the controllers task failed")?
+        .map_err(Into::into)
+}
