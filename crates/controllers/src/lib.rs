@@ -8,5 +8,6 @@
 pub mod cronjob;
 pub mod job;
 pub mod manager;
+pub mod podgc;
 pub mod runtime;
 pub mod ttl;

@@ -19,6 +19,9 @@ pub enum ControllerName {
     Job,
     CronJob,
     Ttl,
+    /// The unscheduled-terminating part of the pod garbage collector (standalone only: a
+    /// cluster runs its own).
+    PodGc,
 }
 
 impl ControllerName {
@@ -33,6 +36,7 @@ impl ControllerName {
             ControllerName::Job => "job",
             ControllerName::CronJob => "cronjob",
             ControllerName::Ttl => "ttl",
+            ControllerName::PodGc => "podgc",
         }
     }
 }
@@ -44,7 +48,7 @@ impl fmt::Display for ControllerName {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown controller {0:?}: valid controllers are job, cronjob, ttl")]
+#[error("unknown controller {0:?}: valid controllers are job, cronjob, ttl, podgc")]
 pub struct UnknownController(pub String);
 
 impl FromStr for ControllerName {
@@ -55,12 +59,13 @@ impl FromStr for ControllerName {
             "job" => Ok(ControllerName::Job),
             "cronjob" => Ok(ControllerName::CronJob),
             "ttl" | "ttl-after-finished" => Ok(ControllerName::Ttl),
+            "podgc" => Ok(ControllerName::PodGc),
             other => Err(UnknownController(other.to_string())),
         }
     }
 }
 
-/// Parses `job,cronjob,ttl` (or `*` for all).
+/// Parses `job,cronjob,ttl,podgc` (or `*` for all).
 pub fn parse_controllers(list: &str) -> Result<BTreeSet<ControllerName>, UnknownController> {
     if list.trim() == "*" {
         return Ok(ControllerName::ALL.into_iter().collect());
@@ -113,6 +118,13 @@ pub async fn run(
                         .map_err(|e| ManagerError::Controller(ControllerName::Job, e.to_string()))
                 });
             }
+            ControllerName::PodGc => {
+                let (client, stop) = (client.clone(), shutdown.clone());
+                tasks.spawn(async move {
+                    crate::podgc::run(client, stop).await;
+                    Ok(())
+                });
+            }
             other => {
                 tracing::warn!(controller = %other, "this controller is not available in this build yet; skipping it")
             }
@@ -144,7 +156,7 @@ mod tests {
     #[test]
     fn parses_controller_lists() {
         let all: BTreeSet<_> = ControllerName::ALL.into_iter().collect();
-        assert_eq!(parse_controllers("job,cronjob,ttl"), Ok(all.clone()));
+        assert_eq!(parse_controllers("job,cronjob,ttl,podgc"), Ok(all.clone()));
         assert_eq!(parse_controllers("*"), Ok(all));
         assert_eq!(
             parse_controllers("job"),

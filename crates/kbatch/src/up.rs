@@ -36,8 +36,8 @@ pub struct UpArgs {
     /// How many past changes a watch can resume from (older resourceVersions get 410 Expired).
     #[arg(long, default_value_t = StoreOptions::default().history_events)]
     pub watch_history_events: usize,
-    /// Which controllers to run, comma-separated: job, cronjob, ttl (empty: none).
-    #[arg(long, default_value = "job,cronjob,ttl")]
+    /// Which controllers to run, comma-separated: job, cronjob, ttl, podgc (empty: none).
+    #[arg(long, default_value = "job,cronjob,ttl,podgc")]
     pub controllers: String,
     #[command(flatten)]
     pub controller_flags: ControllerFlags,

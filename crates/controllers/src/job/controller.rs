@@ -578,14 +578,18 @@ impl Inner {
         self.set_backoff_record(key, plan.backoff.clone());
 
         // 4-5. Finalizers, then the status that counts the pods they released.
-        if !plan.finalizers_to_remove.is_empty() {
-            let removed = self.remove_finalizers(key, &plan, &mut errors).await;
-            if let Some((status, events)) = plan.status_after_finalizers(&removed) {
-                self.write_status(&current, status)
-                    .await
-                    .map_err(|e| (e, action))?;
-                self.emit(&job, &events);
-            }
+        // (With nothing to remove this step still runs: it is where the terminal condition is
+        // written once the last pod has been accounted for.)
+        let removed = if plan.finalizers_to_remove.is_empty() {
+            BTreeSet::new()
+        } else {
+            self.remove_finalizers(key, &plan, &mut errors).await
+        };
+        if let Some((status, events)) = plan.status_after_finalizers(&removed) {
+            self.write_status(&current, status)
+                .await
+                .map_err(|e| (e, action))?;
+            self.emit(&job, &events);
         }
 
         // 6. Events and the next look.

@@ -94,6 +94,15 @@ impl Server {
             .arg("--listen")
             .arg(listen)
             .args(&self.extra_args)
+            // API tests run without controllers unless they ask for some, so that nothing but
+            // the test changes the objects.
+            .args(
+                (!self
+                    .extra_args
+                    .iter()
+                    .any(|a| a.starts_with("--controllers")))
+                .then_some("--controllers="),
+            )
             .env("KBATCH_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
