@@ -9,6 +9,7 @@ use clap::Args;
 use kbatch_controllers::job::backoff::BackoffConfig;
 use kbatch_controllers::job::controller::JobControllerConfig;
 use kbatch_controllers::manager::{self, ManagerConfig};
+use kbatch_controllers::runtime::leader::{self, LeaderElectionConfig};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
@@ -62,6 +63,19 @@ pub struct ControllersArgs {
     pub controllers: String,
     #[command(flatten)]
     pub flags: ControllerFlags,
+    /// Run as one of several replicas: only the holder of the Lease
+    /// kube-system/kbatch-controller-manager acts.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// How long a leader's Lease stays valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = go_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops leading.
+    #[arg(long, default_value = "10s", value_parser = go_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often candidates try to acquire, and the leader to renew.
+    #[arg(long, default_value = "2s", value_parser = go_duration)]
+    pub leader_elect_retry_period: Duration,
 }
 
 /// A client for the API server of a kubeconfig file, or inferred from the environment.
@@ -94,7 +108,33 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
         "connected"
     );
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut controllers = tokio::spawn(manager::run(client, config, stop_rx));
+    let mut controllers = if args.leader_elect {
+        let election = LeaderElectionConfig {
+            namespace: "kube-system".into(),
+            name: "kbatch-controller-manager".into(),
+            identity: format!("{}_{}", hostname(), uuid::Uuid::new_v4()),
+            lease_duration: args.leader_elect_lease_duration,
+            renew_deadline: args.leader_elect_renew_deadline,
+            retry_period: args.leader_elect_retry_period,
+        };
+        tokio::spawn(async move {
+            match leader::run_with_leader_election(client.clone(), election, stop_rx, move |stop| {
+                manager::run(client, config, stop)
+            })
+            .await
+            {
+                Ok(Some(r)) => r.map_err(anyhow::Error::from),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        })
+    } else {
+        tokio::spawn(async move {
+            manager::run(client, config, stop_rx)
+                .await
+                .map_err(anyhow::Error::from)
+        })
+    };
     let result = tokio::select! {
         _ = crate::up::wait_for_signal() => {
             tracing::info!("shutting down");
@@ -103,7 +143,13 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
         }
         r = &mut controllers => r,
     };
-    result
-        .context("the controllers task failed")?
-        .map_err(Into::into)
+    result.context("the controllers task failed")?
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "kbatch".to_string())
 }

@@ -6,5 +6,6 @@ pub mod events;
 pub mod expectations;
 pub mod informer;
 pub mod key;
+pub mod leader;
 pub mod metrics;
 pub mod queue;

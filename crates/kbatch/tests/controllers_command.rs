@@ -1,0 +1,243 @@
+//! `kbatch controllers` against an API server reached through a kubeconfig (here a
+//! `kbatch up` that runs no controllers of its own), with leader election between replicas.
+
+mod common;
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{Server, eventually};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// One `kbatch controllers` replica; killed when dropped.
+struct Replica {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(server: &Server, dir: &tempfile::TempDir, n: usize) -> Replica {
+        let log = dir.path().join(format!("controllers-{n}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_kbatch"))
+            .args(["controllers", "--controllers", "job", "--kubeconfig"])
+            .arg(server.data_dir().join("kubeconfig"))
+            .args([
+                "--leader-elect",
+                "--leader-elect-lease-duration",
+                "2s",
+                "--leader-elect-renew-deadline",
+                "1500ms",
+                "--leader-elect-retry-period",
+                "200ms",
+            ])
+            .env("KBATCH_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).expect("create the replica log"))
+            .spawn()
+            .expect("spawn kbatch controllers");
+        Replica { child, log }
+    }
+
+    fn is_leader(&self) -> bool {
+        std::fs::read_to_string(&self.log).is_ok_and(|l| l.contains("became leader"))
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn job(name: &str) -> Job {
+    let mut j = common::job_json(name);
+    j["spec"]["parallelism"] = json!(2);
+    j["spec"]["completions"] = json!(4);
+    serde_json::from_value(j).expect("a Job")
+}
+
+async fn active_pods(pods: &Api<Pod>, job: &str) -> Vec<Pod> {
+    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
+    pods.list(&lp)
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            p.metadata.deletion_timestamp.is_none()
+                && !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .collect()
+}
+
+async fn succeed(pods: &Api<Pod>, p: &Pod) {
+    pods.patch_status(
+        &p.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await
+    .expect("patch pod status");
+}
+
+#[tokio::test]
+async fn one_leader_acts_and_a_standby_takes_over() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut replicas = vec![
+        Replica::start(&server, &dir, 0),
+        Replica::start(&server, &dir, 1),
+    ];
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let holder = eventually(WAIT, "a replica holds the lease", || async {
+        let l = leases.get_opt("kbatch-controller-manager").await.ok()??;
+        l.spec?.holder_identity.filter(|h| !h.is_empty())
+    })
+    .await;
+    let leader = eventually(WAIT, "the leader logs it", || async {
+        replicas.iter().position(Replica::is_leader)
+    })
+    .await;
+    assert!(
+        !replicas[1 - leader].is_leader(),
+        "two leaders at once:\n{}\n---\n{}",
+        replicas[0].logs(),
+        replicas[1].logs()
+    );
+
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    jobs.create(&PostParams::default(), &job("ha"))
+        .await
+        .expect("create job");
+    let first = eventually(WAIT, "the leader creates 2 pods", || async {
+        let a = active_pods(&pods, "ha").await;
+        (a.len() == 2).then_some(a)
+    })
+    .await;
+
+    // The leader dies without releasing the lease: the standby waits out the lease and
+    // takes over the same Job, counting what finished meanwhile exactly once.
+    let dead = replicas.remove(leader);
+    drop(dead);
+    for p in &first {
+        succeed(&pods, p).await;
+    }
+    let new_holder = eventually(WAIT, "the standby takes the lease", || async {
+        let l = leases.get_opt("kbatch-controller-manager").await.ok()??;
+        l.spec?
+            .holder_identity
+            .filter(|h| !h.is_empty() && *h != holder)
+    })
+    .await;
+    assert_ne!(new_holder, holder);
+    let second = eventually(
+        WAIT,
+        "the new leader creates the remaining pods",
+        || async {
+            let a = active_pods(&pods, "ha").await;
+            (a.len() == 2).then_some(a)
+        },
+    )
+    .await;
+    for p in &second {
+        succeed(&pods, p).await;
+    }
+    let done = eventually(WAIT, "the Job completes", || async {
+        let j = jobs.get("ha").await.ok()?;
+        let complete = j
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True");
+        complete.then_some(j)
+    })
+    .await;
+    assert_eq!(done.status.as_ref().and_then(|s| s.succeeded), Some(4));
+    assert_eq!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        4,
+        "no pod was created twice across the failover"
+    );
+}
+
+#[tokio::test]
+async fn a_graceful_stop_releases_the_lease() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replica = Replica::start(&server, &dir, 0);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    eventually(WAIT, "the replica holds the lease", || async {
+        let l = leases.get_opt("kbatch-controller-manager").await.ok()??;
+        l.spec?.holder_identity.filter(|h| !h.is_empty())
+    })
+    .await;
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(replica.child.id().to_string())
+        .status()
+        .expect("kill -TERM");
+    assert!(status.success());
+    let mut replica = replica;
+    let exit = eventually(WAIT, "the replica exits", || {
+        let r = replica.child.try_wait().expect("poll");
+        async move { r }
+    })
+    .await;
+    assert!(exit.success(), "exit status {exit}: {}", replica.logs());
+    let l = leases
+        .get("kbatch-controller-manager")
+        .await
+        .expect("lease");
+    let spec = l.spec.expect("spec");
+    assert_eq!(spec.holder_identity, None, "the lease was released");
+    assert_eq!(spec.lease_duration_seconds, Some(1));
+}
+
+#[tokio::test]
+async fn a_bad_kubeconfig_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope");
+    let out = Command::new(env!("CARGO_BIN_EXE_kbatch"))
+        .args(["controllers", "--kubeconfig"])
+        .arg(&missing)
+        .output()
+        .expect("run kbatch controllers");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("reading kubeconfig"), "{err}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_kbatch"))
+        .args(["controllers", "--controllers", "job,bogus", "--kubeconfig"])
+        .arg(&missing)
+        .output()
+        .expect("run kbatch controllers");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown controller \"bogus\""), "{err}");
+}
