@@ -45,7 +45,13 @@ pub struct ServerState {
     pub address: String,
     ready: AtomicBool,
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// Renders the process's Prometheus metrics for `/metrics` (set by the binary, which
+    /// knows what else runs in the process).
+    metrics: std::sync::OnceLock<MetricsSource>,
 }
+
+/// A function that renders metrics in the Prometheus text format.
+pub type MetricsSource = Box<dyn Fn() -> String + Send + Sync>;
 
 pub type State = ServerState;
 
@@ -57,11 +63,17 @@ impl ServerState {
             address,
             ready: AtomicBool::new(false),
             shutdown,
+            metrics: std::sync::OnceLock::new(),
         })
     }
 
     pub fn now(&self) -> jiff::Timestamp {
         jiff::Timestamp::now()
+    }
+
+    /// What `/metrics` serves (the first source set wins).
+    pub fn set_metrics_source(&self, source: MetricsSource) {
+        let _ = self.metrics.set(source);
     }
 
     /// `/readyz` answers 200 from now on.
@@ -150,6 +162,18 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             };
         }
         "/version" => return json_response(StatusCode::OK, &discovery::version()),
+        "/metrics" => {
+            let body = st.metrics.get().map(|f| f()).unwrap_or_default();
+            return (
+                StatusCode::OK,
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )],
+                body,
+            )
+                .into_response();
+        }
         "/openapi/v3" => return json_response(StatusCode::OK, &openapi::root()),
         p if p.starts_with("/openapi/v3/") => {
             return match openapi::for_path(&p["/openapi/v3/".len()..]) {

@@ -63,6 +63,9 @@ pub struct ControllersArgs {
     pub controllers: String,
     #[command(flatten)]
     pub flags: ControllerFlags,
+    /// Serve `/metrics` (Prometheus) and `/healthz` on this address.
+    #[arg(long)]
+    pub metrics_bind_address: Option<std::net::SocketAddr>,
     /// Run as one of several replicas: only the holder of the Lease
     /// kube-system/kbatch-controller-manager acts.
     #[arg(long)]
@@ -108,6 +111,11 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
         "connected"
     );
     let (stop_tx, stop_rx) = watch::channel(false);
+    if let Some(addr) = args.metrics_bind_address {
+        let listener = crate::metrics_server::bind(addr).await?;
+        tracing::info!(address = %addr, "serving metrics");
+        tokio::spawn(crate::metrics_server::serve(listener, stop_rx.clone()));
+    }
     let mut controllers = if args.leader_elect {
         let election = LeaderElectionConfig {
             namespace: "kube-system".into(),

@@ -3,6 +3,7 @@
 
 mod controllers;
 mod kubeconfig;
+mod metrics_server;
 mod schedule;
 mod up;
 

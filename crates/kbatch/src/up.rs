@@ -96,6 +96,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
     ));
     let gc = state.start_garbage_collector();
+    state.set_metrics_source(Box::new(|| {
+        kbatch_controllers::runtime::metrics::registry().render()
+    }));
 
     // The controllers are clients of the server over HTTP, as they would be on a cluster.
     let client_config = kube::Config::new(

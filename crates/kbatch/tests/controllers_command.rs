@@ -22,14 +22,18 @@ const WAIT: Duration = Duration::from_secs(30);
 struct Replica {
     child: Child,
     log: PathBuf,
+    metrics_port: u16,
 }
 
 impl Replica {
     fn start(server: &Server, dir: &tempfile::TempDir, n: usize) -> Replica {
         let log = dir.path().join(format!("controllers-{n}.log"));
+        let metrics_port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_kbatch"))
             .args(["controllers", "--controllers", "job", "--kubeconfig"])
             .arg(server.data_dir().join("kubeconfig"))
+            .arg("--metrics-bind-address")
+            .arg(format!("127.0.0.1:{metrics_port}"))
             .args([
                 "--leader-elect",
                 "--leader-elect-lease-duration",
@@ -45,11 +49,26 @@ impl Replica {
             .stderr(File::create(&log).expect("create the replica log"))
             .spawn()
             .expect("spawn kbatch controllers");
-        Replica { child, log }
+        Replica {
+            child,
+            log,
+            metrics_port,
+        }
     }
 
     fn is_leader(&self) -> bool {
         std::fs::read_to_string(&self.log).is_ok_and(|l| l.contains("became leader"))
+    }
+
+    /// A plain HTTP GET of the replica's metrics endpoint: (status line, body).
+    fn get(&self, path: &str) -> Option<(String, String)> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        let (head, body) = out.split_once("\r\n\r\n")?;
+        Some((head.lines().next()?.to_string(), body.to_string()))
     }
 
     fn logs(&self) -> String {
@@ -62,6 +81,11 @@ impl Drop for Replica {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
 }
 
 fn job(name: &str) -> Job {
@@ -197,6 +221,19 @@ async fn a_graceful_stop_releases_the_lease() {
         l.spec?.holder_identity.filter(|h| !h.is_empty())
     })
     .await;
+    let (status_line, _) = eventually(WAIT, "the metrics endpoint answers", || async {
+        replica.get("/healthz")
+    })
+    .await;
+    assert_eq!(status_line, "HTTP/1.1 200 OK");
+    let (status_line, body) = replica.get("/metrics").expect("GET /metrics");
+    assert_eq!(status_line, "HTTP/1.1 200 OK");
+    assert!(
+        body.is_empty() || body.contains("# TYPE"),
+        "not the Prometheus text format: {body}"
+    );
+    let (status_line, _) = replica.get("/nope").expect("GET /nope");
+    assert_eq!(status_line, "HTTP/1.1 404 Not Found");
     let status = Command::new("kill")
         .arg("-TERM")
         .arg(replica.child.id().to_string())

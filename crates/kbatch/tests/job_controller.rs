@@ -292,6 +292,23 @@ async fn non_indexed_job_runs_to_completion_with_parallelism() {
         4,
         "{reasons:?}"
     );
+
+    // Upstream's metric names, served on the API server's /metrics.
+    let metrics = common::raw(&client, "GET", "/metrics", None, Vec::new()).await;
+    assert_eq!(metrics.status, 200);
+    for want in [
+        "job_controller_jobs_finished_total{completion_mode=\"NonIndexed\",result=\"succeeded\",reason=\"\"} 1",
+        "job_controller_job_pods_finished_total{completion_mode=\"NonIndexed\",result=\"succeeded\"} 4",
+        "job_controller_job_pods_creation_total{reason=\"new\",status=\"succeeded\"} 4",
+        "# TYPE job_controller_job_sync_duration_seconds histogram",
+        "job_controller_job_syncs_total{completion_mode=\"NonIndexed\",result=\"success\",action=\"pods_created\"}",
+    ] {
+        assert!(
+            metrics.body.contains(want),
+            "missing {want} in:\n{}",
+            metrics.body
+        );
+    }
 }
 
 #[tokio::test]
