@@ -79,7 +79,7 @@ fn pod(i: usize, indexed: bool) -> Result<Pod, serde_json::Error> {
         annotations["batch.kubernetes.io/job-completion-index"] = json!(i.to_string());
         labels["batch.kubernetes.io/job-completion-index"] = json!(i.to_string());
     }
-    let ready = if phase == "Running" && i % 2 == 0 {
+    let ready = if phase == "Running" && i.is_multiple_of(2) {
         "True"
     } else {
         "False"
