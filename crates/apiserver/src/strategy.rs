@@ -206,7 +206,7 @@ impl Strategy {
         encode(&k)
     }
 
-    fn t_update<K: DeserializeOwned + Serialize>(
+    fn t_update<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
         &self,
         rules: &Rules<K>,
         new: Value,
@@ -215,15 +215,24 @@ impl Strategy {
     ) -> Result<Value, ApiError> {
         let mut k: K = decode(self.res, &new)?;
         let o: K = decode(self.res, old)?;
+        match part {
+            Part::Main => (rules.prepare_update)(&mut k, &o),
+            Part::Status => (rules.prepare_status)(&mut k, &o),
+        }
+        // As upstream's BeforeUpdate, after the kind's preparation (the pod status strategy
+        // clears it): an update never removes or changes a deletion timestamp or grace period.
+        let (old_meta, meta) = (o.metadata(), k.metadata_mut());
+        if old_meta.deletion_timestamp.is_some() {
+            meta.deletion_timestamp = old_meta.deletion_timestamp.clone();
+        }
+        if old_meta.deletion_grace_period_seconds.is_some()
+            && meta.deletion_grace_period_seconds.is_none()
+        {
+            meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds;
+        }
         let errs = match part {
-            Part::Main => {
-                (rules.prepare_update)(&mut k, &o);
-                (rules.validate_update)(&k, &o)
-            }
-            Part::Status => {
-                (rules.prepare_status)(&mut k, &o);
-                (rules.validate_status)(&k, &o)
-            }
+            Part::Main => (rules.validate_update)(&k, &o),
+            Part::Status => (rules.validate_status)(&k, &o),
         };
         if !errs.is_empty() {
             return Err(self.invalid(&new, &errs));

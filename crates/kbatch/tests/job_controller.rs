@@ -846,3 +846,199 @@ async fn five_hundred_pods_in_one_job() {
     assert_eq!(pods_of(&pods, "big").await.len(), 500);
     no_tracking_finalizers_left(&pods, "big").await;
 }
+
+/// Marks a pod as being deleted with a kubelet still running it: the pod is bound to a node,
+/// then deleted with a grace period, so it stays terminating (not terminal) for a while.
+async fn bind_and_delete_gracefully(client: &Client, pods: &Api<Pod>, pod: &Pod) {
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": pod.name_any()},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
+    });
+    let r = common::raw(
+        client,
+        "POST",
+        &format!("/api/v1/namespaces/default/pods/{}/binding", pod.name_any()),
+        Some("application/json"),
+        serde_json::to_vec(&binding).expect("json"),
+    )
+    .await;
+    assert_eq!(r.status, 201, "binding: {}", r.body);
+    set_ready(pods, pod).await;
+    pods.delete(&pod.name_any(), &DeleteParams::default().grace_period(30))
+        .await
+        .expect("delete");
+}
+
+#[tokio::test]
+async fn replacement_policy_failed_waits_for_terminating_pods() {
+    let server = server().await;
+    let client = server.client().await;
+    let (jobs, pods) = apis(&client);
+    create(
+        &jobs,
+        job_with(
+            "rpf",
+            json!({"parallelism": 1, "completions": 1, "podReplacementPolicy": "Failed"}),
+        ),
+    )
+    .await;
+    let first = wait_active(&pods, "rpf", 1).await;
+    bind_and_delete_gracefully(&client, &pods, &first[0]).await;
+    let j = wait_counts(
+        &jobs,
+        "rpf",
+        Counts {
+            terminating: 1,
+            ..c(0, 0, 0)
+        },
+    )
+    .await;
+    assert_eq!(counts(&j).terminating, 1);
+    // No replacement while the old pod is still terminating.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(pods_of(&pods, "rpf").await.len(), 1, "replaced too early");
+    // The kubelet reports it failed: now it is counted and replaced.
+    finish(&pods, &first[0], "Failed", 137).await;
+    wait_counts(&jobs, "rpf", c(1, 0, 1)).await;
+    let replacement = wait_active(&pods, "rpf", 1).await;
+    assert_ne!(replacement[0].uid(), first[0].uid());
+}
+
+#[tokio::test]
+async fn replacement_policy_terminating_or_failed_replaces_at_once() {
+    let server = server().await;
+    let client = server.client().await;
+    let (jobs, pods) = apis(&client);
+    create(
+        &jobs,
+        job_with("rpt", json!({"parallelism": 1, "completions": 1})),
+    )
+    .await;
+    let first = wait_active(&pods, "rpt", 1).await;
+    bind_and_delete_gracefully(&client, &pods, &first[0]).await;
+    // Counted failed as soon as it is terminating, and replaced right away.
+    let j = wait_counts(
+        &jobs,
+        "rpt",
+        Counts {
+            terminating: 1,
+            ..c(1, 0, 1)
+        },
+    )
+    .await;
+    assert_eq!(counts(&j).failed, 1);
+    let replacement = wait_active(&pods, "rpt", 1).await;
+    assert_ne!(replacement[0].uid(), first[0].uid());
+}
+
+#[tokio::test]
+async fn pod_failure_policy_ignores_disruptions() {
+    let server = server().await;
+    let client = server.client().await;
+    let (jobs, pods) = apis(&client);
+    create(
+        &jobs,
+        job_with(
+            "ign",
+            json!({"parallelism": 1, "completions": 1, "backoffLimit": 0, "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+            ]}}),
+        ),
+    )
+    .await;
+    let first = wait_active(&pods, "ign", 1).await;
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    pods.patch_status(
+        &first[0].name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed", "conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "lastTransitionTime": now}
+        ]}})),
+    )
+    .await
+    .expect("fail the pod");
+    // Not counted (backoffLimit 0 would otherwise fail the Job), and replaced.
+    let replacement = eventually(WAIT, "the disrupted pod is replaced", || async {
+        let a = active_pods(&pods, "ign").await;
+        a.into_iter().find(|p| p.uid() != first[0].uid())
+    })
+    .await;
+    let j = jobs.get("ign").await.expect("get");
+    assert_eq!(counts(&j).failed, 0);
+    assert!(condition(&j, "Failed").is_none());
+    finish(&pods, &replacement, "Succeeded", 0).await;
+    let j = wait_condition(&jobs, "ign", "Complete").await;
+    assert_eq!(counts(&j), c(0, 1, 0));
+}
+
+#[tokio::test]
+async fn on_failure_restarts_count_toward_the_backoff_limit() {
+    let server = server().await;
+    let client = server.client().await;
+    let (jobs, pods) = apis(&client);
+    let mut job = job_with(
+        "restarts",
+        json!({"parallelism": 1, "completions": 1, "backoffLimit": 2}),
+    );
+    if let Some(spec) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        spec.restart_policy = Some("OnFailure".into());
+    }
+    create(&jobs, job).await;
+    let first = wait_active(&pods, "restarts", 1).await;
+    let status = json!({"status": {"phase": "Running", "containerStatuses": [{
+        "name": "main", "image": "busybox", "imageID": "", "ready": false, "restartCount": 2,
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}}
+    }]}});
+    pods.patch_status(
+        &first[0].name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .expect("report restarts");
+    let j = wait_condition(&jobs, "restarts", "Failed").await;
+    assert_eq!(
+        condition(&j, "Failed").and_then(|c| c.reason.as_deref()),
+        Some("BackoffLimitExceeded")
+    );
+}
+
+#[tokio::test]
+async fn elastic_indexed_job_scales_down() {
+    let server = server().await;
+    let client = server.client().await;
+    let (jobs, pods) = apis(&client);
+    create(
+        &jobs,
+        job_with(
+            "elastic",
+            json!({"parallelism": 4, "completions": 4, "completionMode": "Indexed"}),
+        ),
+    )
+    .await;
+    wait_active(&pods, "elastic", 4).await;
+    // Scaling an Indexed Job changes completions and parallelism together.
+    jobs.patch(
+        "elastic",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"completions": 2, "parallelism": 2}})),
+    )
+    .await
+    .expect("scale down");
+    let left = wait_active(&pods, "elastic", 2).await;
+    let mut ix: Vec<String> = left
+        .iter()
+        .map(|p| p.annotations()["batch.kubernetes.io/job-completion-index"].clone())
+        .collect();
+    ix.sort();
+    assert_eq!(ix, vec!["0", "1"], "the out-of-range indexes were removed");
+    for p in &left {
+        finish(&pods, p, "Succeeded", 0).await;
+    }
+    let j = wait_condition(&jobs, "elastic", "Complete").await;
+    // Two consecutive indexes are written as a list, as upstream does.
+    let completed = j.status.as_ref().and_then(|s| s.completed_indexes.clone());
+    assert_eq!(completed.as_deref(), Some("0,1"));
+    assert_eq!(counts(&j).failed, 0, "removed indexes are not failures");
+}

@@ -1313,3 +1313,41 @@ async fn garbage_collection_of_dependents() {
         }
     }
 }
+
+#[tokio::test]
+async fn status_updates_of_a_terminating_pod_keep_its_deletion_timestamp() {
+    let server = Server::start().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client().await);
+    let mut p = pod("held");
+    p.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    pods.create(&PostParams::default(), &p)
+        .await
+        .expect("create");
+    pods.delete("held", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let deleting = pods.get("held").await.expect("still there");
+    let ts = deleting.metadata.deletion_timestamp.clone();
+    assert!(ts.is_some(), "the finalizer keeps a deleted pod");
+    // A kubelet (or the pod GC) reporting the final phase of a terminating pod.
+    let patched = pods
+        .patch_status(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+        )
+        .await
+        .expect("status patch of a terminating pod");
+    assert_eq!(patched.metadata.deletion_timestamp, ts);
+    assert_eq!(
+        patched.status.and_then(|s| s.phase).as_deref(),
+        Some("Failed")
+    );
+    let mut replaced = pods.get("held").await.expect("get");
+    replaced.status.get_or_insert_with(Default::default).message = Some("bye".into());
+    let replaced = pods
+        .replace_status("held", &PostParams::default(), &replaced)
+        .await
+        .expect("status replace of a terminating pod");
+    assert_eq!(replaced.metadata.deletion_timestamp, ts);
+}
