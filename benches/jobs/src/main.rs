@@ -1,0 +1,220 @@
+//! kbatch-bench-jobs: how long `kbatch up` takes to run N single-pod Jobs from the first
+//! create to the last `Complete`, and what the server spent doing it (CPU seconds, peak RSS).
+//!
+//! The server runs as a child process on a temporary data dir with the `simulate` executor by
+//! default (pods succeed at once, so the figure is the control plane's own cost: API server,
+//! store, Job controller and executor). Jobs are created by `--creators` concurrent clients;
+//! completion is followed with one watch.
+//!
+//! Run: `cargo build --release -p kbatch -p kbatch-bench-jobs &&
+//! target/release/kbatch-bench-jobs --jobs 1000` (target: 1,000 Jobs in <= 5 s on 2 cores;
+//! `--jobs 10000` for the executor's target of <= 20 s and peak RSS <= 300 MiB).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+
+#[derive(Parser, Debug)]
+#[command(about = "Single-pod Jobs through `kbatch up`, create to Complete")]
+struct Args {
+    /// The kbatch binary [default: $CARGO_TARGET_DIR/release/kbatch, else ./target/release/kbatch]
+    #[arg(long)]
+    kbatch: Option<PathBuf>,
+    #[arg(long, default_value_t = 1000)]
+    jobs: usize,
+    /// Concurrent creating clients.
+    #[arg(long, default_value_t = 16)]
+    creators: usize,
+    /// The executor `kbatch up` runs with.
+    #[arg(long, default_value = "simulate")]
+    executor: String,
+    /// Extra `kbatch up` flags (e.g. `--concurrent-job-syncs=10`), repeatable.
+    #[arg(long = "up-arg", allow_hyphen_values = true)]
+    up_args: Vec<String>,
+}
+
+fn default_bin() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"));
+    target.join("release").join("kbatch")
+}
+
+/// The kbatch child; killed on drop.
+struct Up(Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// CPU seconds (user + system) and peak RSS in MiB of a process, from /proc.
+fn usage(pid: u32) -> anyhow::Result<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).context("reading stat")?;
+    let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat, 11 and 12 after the command name.
+    let cpu = (ticks(11) + ticks(12)) / 100.0;
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).context("reading status")?;
+    let hwm_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    Ok((cpu, hwm_kib / 1024.0))
+}
+
+fn job(i: usize) -> anyhow::Result<Job> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": format!("bench-{i}")},
+        "spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox", "command": ["/bin/true"]}]
+        }}}
+    }))?)
+}
+
+fn is_complete(j: &Job) -> bool {
+    j.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let bin = args.kbatch.clone().unwrap_or_else(default_bin);
+    if !bin.is_file() {
+        bail!(
+            "no kbatch binary at {}: build it with cargo build --release -p kbatch",
+            bin.display()
+        );
+    }
+    let dir = tempfile::tempdir().context("creating a temporary dir")?;
+    let data = dir.path().join("data");
+    let log = std::fs::File::create(dir.path().join("kbatch.log")).context("creating the log")?;
+    let child = Command::new(&bin)
+        .args([
+            "up",
+            "--executor",
+            &args.executor,
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .args(&args.up_args)
+        .env("KBATCH_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let up = Up(child);
+    let pid = up.0.id();
+
+    let kubeconfig = data.join("kubeconfig");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let client = loop {
+        if let Ok(kc) = Kubeconfig::read_from(&kubeconfig) {
+            let config =
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+            let client = kube::Client::try_from(config)?;
+            if client.apiserver_version().await.is_ok() {
+                break client;
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("kbatch up did not come up within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Let the controllers' informers sync before the clock starts.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (cpu0, _) = usage(pid)?;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let rv = jobs
+        .list_metadata(&Default::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+
+    let started = Instant::now();
+    let n = args.jobs;
+    let watcher = {
+        let jobs = jobs.clone();
+        tokio::spawn(async move {
+            let mut done: HashSet<String> = HashSet::new();
+            let mut stream = jobs
+                .watch(&WatchParams::default().timeout(290), &rv)
+                .await?
+                .boxed();
+            while let Some(ev) = stream.try_next().await? {
+                if let WatchEvent::Modified(j) | WatchEvent::Added(j) = ev
+                    && is_complete(&j)
+                {
+                    done.insert(j.metadata.name.clone().unwrap_or_default());
+                    if done.len() == n {
+                        return Ok::<Duration, anyhow::Error>(started.elapsed());
+                    }
+                }
+            }
+            bail!("the watch ended with {} of {n} Jobs complete", done.len())
+        })
+    };
+    let created = futures::stream::iter(0..n)
+        .map(|i| {
+            let jobs = jobs.clone();
+            async move {
+                let j = job(i)?;
+                jobs.create(&PostParams::default(), &j).await?;
+                Ok::<(), anyhow::Error>(())
+            }
+        })
+        .buffer_unordered(args.creators.max(1))
+        .try_collect::<Vec<()>>();
+    created.await?;
+    let created_after = started.elapsed();
+    let total = watcher.await.context("the watch task failed")??;
+    let (cpu1, peak) = usage(pid)?;
+    println!("executor        {}", args.executor);
+    println!("jobs            {n}");
+    println!("all created in  {:.2} s", created_after.as_secs_f64());
+    println!(
+        "all complete in {:.2} s  ({:.0} jobs/s)",
+        total.as_secs_f64(),
+        n as f64 / total.as_secs_f64()
+    );
+    println!(
+        "server CPU      {:.2} s  ({:.0}% of one core)",
+        cpu1 - cpu0,
+        100.0 * (cpu1 - cpu0) / total.as_secs_f64()
+    );
+    println!("server peak RSS {peak:.1} MiB");
+    Ok(())
+}
