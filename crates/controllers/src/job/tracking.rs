@@ -280,7 +280,7 @@ pub fn track(input: TrackingInput<'_>) -> Tracking {
     let mut ordered: Vec<&Pod> = input.pods.iter().collect();
     if indexed_completions.is_some() {
         // Completed indexes are introduced in order.
-        ordered.sort_by_key(|p| indexed::completion_index(p).map_or(-1, i64::from));
+        ordered.sort_by_cached_key(|p| indexed::completion_index(p).map_or(-1, i64::from));
     }
     let with_finalizer: BTreeSet<String> = input
         .pods
