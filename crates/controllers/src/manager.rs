@@ -25,10 +25,11 @@ pub enum ControllerName {
 }
 
 impl ControllerName {
-    pub const ALL: [ControllerName; 3] = [
+    pub const ALL: [ControllerName; 4] = [
         ControllerName::Job,
         ControllerName::CronJob,
         ControllerName::Ttl,
+        ControllerName::PodGc,
     ];
 
     pub fn as_str(self) -> &'static str {
