@@ -2,8 +2,10 @@
 //! against any API server, `schedule` checks a cron schedule.
 
 mod controllers;
+mod instance;
 mod kubeconfig;
 mod metrics_server;
+mod run;
 mod schedule;
 mod up;
 
@@ -24,15 +26,18 @@ struct Cli {
 enum Command {
     /// Start the embedded API server, its durable store, the controllers and the executor.
     Up(up::UpArgs),
+    /// Run Jobs from manifests once, locally, and exit with their outcome (0 complete,
+    /// 1 failed, 2 invalid input).
+    Run(run::RunArgs),
     /// Run the controllers against any Kubernetes API server (from a kubeconfig).
     Controllers(controllers::ControllersArgs),
     /// Print the next run times of a cron schedule (checked as a CronJob's would be).
     Schedule(schedule::ScheduleArgs),
 }
 
-fn init_tracing() {
+fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("KBATCH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -44,7 +49,12 @@ fn main() -> std::process::ExitCode {
     if let Command::Schedule(args) = &cli.command {
         return schedule::run(args);
     }
-    init_tracing();
+    // `kbatch run` prints progress on stdout: only problems go to the log by default.
+    init_tracing(if matches!(cli.command, Command::Run(_)) {
+        "warn"
+    } else {
+        "info"
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -57,13 +67,15 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Up(args) => up::run(args).await,
-            Command::Controllers(args) => controllers::run(args).await,
-            Command::Schedule(_) => Ok(()),
+            Command::Run(args) => run::run(args).await.map(Some),
+            Command::Up(args) => up::run(args).await.map(|()| None),
+            Command::Controllers(args) => controllers::run(args).await.map(|()| None),
+            Command::Schedule(_) => Ok(None),
         }
     });
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(Some(code)) => std::process::ExitCode::from(code),
+        Ok(None) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

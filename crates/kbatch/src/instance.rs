@@ -1,0 +1,158 @@
+//! A running kbatch control plane in this process: the store, the API server, the
+//! controllers (as HTTP clients of that server) and the executor. `kbatch up` runs one until
+//! a signal; `kbatch run` runs an ephemeral one around a set of manifests.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use kbatch_apiserver::ServerState;
+use kbatch_controllers::manager::ManagerConfig;
+use kbatch_store::{Store, StoreOptions};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// Which executor runs pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Executor {
+    /// Run pod containers as host processes.
+    Process,
+    /// Bind and complete pods without processes (for scale tests and demos).
+    Simulate,
+    /// No executor: pods stay Pending until a client updates their status.
+    None,
+}
+
+#[derive(Clone, Debug)]
+pub struct InstanceConfig {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub executor: Executor,
+    pub watch_history_events: usize,
+    pub controllers: ManagerConfig,
+}
+
+pub struct Instance {
+    pub addr: SocketAddr,
+    pub kubeconfig: PathBuf,
+    store: Store,
+    state: Arc<ServerState>,
+    stop_server: oneshot::Sender<()>,
+    server: JoinHandle<std::io::Result<()>>,
+    gc: JoinHandle<()>,
+    stop_controllers: watch::Sender<bool>,
+    controllers: JoinHandle<Result<(), kbatch_controllers::manager::ManagerError>>,
+}
+
+impl Instance {
+    /// Opens the store in `data_dir`, serves the API on `listen`, writes the kubeconfig and
+    /// starts the controllers; `/readyz` answers 200 once all that is running.
+    pub async fn start(cfg: InstanceConfig) -> anyhow::Result<Instance> {
+        if !cfg.listen.ip().is_loopback() {
+            bail!(
+                "--listen {}: plain HTTP is served on loopback addresses only (TLS for other addresses is not available yet)",
+                cfg.listen
+            );
+        }
+        if cfg.executor != Executor::None {
+            bail!(
+                "--executor {:?}: only the `none` executor is available in this build; run with --executor none",
+                cfg.executor
+            );
+        }
+        std::fs::create_dir_all(&cfg.data_dir)
+            .with_context(|| format!("creating {}", cfg.data_dir.display()))?;
+        let store_dir = cfg.data_dir.join("store");
+        std::fs::create_dir_all(&store_dir)
+            .with_context(|| format!("creating {}", store_dir.display()))?;
+        let store = Store::open(
+            &store_dir,
+            StoreOptions {
+                history_events: cfg.watch_history_events,
+                ..StoreOptions::default()
+            },
+        )
+        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .with_context(|| format!("listening on {}", cfg.listen))?;
+        let addr = listener
+            .local_addr()
+            .context("reading the listen address")?;
+        let state = ServerState::new(store.clone(), addr.to_string());
+        state
+            .bootstrap()
+            .await
+            .map_err(|e| anyhow::anyhow!("creating system namespaces: {e}"))?;
+
+        let kubeconfig = cfg.data_dir.join("kubeconfig");
+        crate::kubeconfig::write(&kubeconfig, &format!("http://{addr}"))?;
+
+        let (stop_server, stop_rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(kbatch_apiserver::serve(
+            listener,
+            state.clone(),
+            async move {
+                let _ = stop_rx.await;
+            },
+        ));
+        let gc = state.start_garbage_collector();
+        state.set_metrics_source(Box::new(|| {
+            kbatch_controllers::runtime::metrics::registry().render()
+        }));
+
+        // The controllers are clients of the server over HTTP, as they would be on a cluster.
+        let client = client_for(addr)?;
+        let (stop_controllers, controllers_stop) = watch::channel(false);
+        let controllers = tokio::spawn(kbatch_controllers::manager::run(
+            client,
+            cfg.controllers,
+            controllers_stop,
+        ));
+        state.set_ready();
+        Ok(Instance {
+            addr,
+            kubeconfig,
+            store,
+            state,
+            stop_server,
+            server,
+            gc,
+            stop_controllers,
+            controllers,
+        })
+    }
+
+    /// A client of this instance's API server.
+    pub fn client(&self) -> anyhow::Result<kube::Client> {
+        client_for(self.addr)
+    }
+
+    /// Stops the controllers, then the server (ending every watch), then closes the store.
+    pub async fn stop(self) {
+        let _ = self.stop_controllers.send(true);
+        match self.controllers.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "controllers stopped with an error"),
+            Err(e) => tracing::warn!(error = %e, "controllers task failed"),
+        }
+        self.state.begin_shutdown();
+        let _ = self.stop_server.send(());
+        match self.server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "server stopped with an error"),
+            Err(e) => tracing::warn!(error = %e, "server task failed"),
+        }
+        let _ = self.gc.await;
+        self.store.close().await;
+    }
+}
+
+fn client_for(addr: SocketAddr) -> anyhow::Result<kube::Client> {
+    let url = format!("http://{addr}")
+        .parse()
+        .context("building the server's URL")?;
+    kube::Client::try_from(kube::Config::new(url)).context("building the API client")
+}
