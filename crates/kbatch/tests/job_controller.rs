@@ -1042,3 +1042,28 @@ async fn elastic_indexed_job_scales_down() {
     assert_eq!(completed.as_deref(), Some("0,1"));
     assert_eq!(counts(&j).failed, 0, "removed indexes are not failures");
 }
+
+#[tokio::test]
+async fn deleting_a_running_job_removes_its_pods_and_their_finalizers() {
+    let server = server().await;
+    let client = server.client().await;
+    let (jobs, pods) = apis(&client);
+    create(
+        &jobs,
+        job_with("gone", json!({"parallelism": 3, "completions": 3})),
+    )
+    .await;
+    let running = wait_active(&pods, "gone", 3).await;
+    finish(&pods, &running[0], "Succeeded", 0).await;
+    // What kubectl delete sends: background propagation.
+    jobs.delete("gone", &DeleteParams::background())
+        .await
+        .expect("delete job");
+    // The garbage collector deletes the pods; the orphan worker releases their tracking
+    // finalizers (the Job is gone), so nothing is left behind.
+    eventually(WAIT, "every pod of the deleted Job is gone", || async {
+        pods_of(&pods, "gone").await.is_empty().then_some(())
+    })
+    .await;
+    assert!(jobs.get_opt("gone").await.expect("get").is_none());
+}
