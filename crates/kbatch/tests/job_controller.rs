@@ -1067,3 +1067,46 @@ async fn deleting_a_running_job_removes_its_pods_and_their_finalizers() {
     .await;
     assert!(jobs.get_opt("gone").await.expect("get").is_none());
 }
+
+#[tokio::test]
+async fn failed_pods_are_replaced_after_the_pod_failure_backoff() {
+    let server = Server::start_with(&[
+        "--controllers",
+        "job,podgc",
+        "--pod-failure-backoff",
+        "2s",
+        "--pod-failure-backoff-max",
+        "10s",
+    ])
+    .await;
+    let client = server.client().await;
+    let (jobs, pods) = apis(&client);
+    create(
+        &jobs,
+        job_with(
+            "slow",
+            json!({"parallelism": 1, "completions": 1, "backoffLimit": 5}),
+        ),
+    )
+    .await;
+    let mut last = wait_active(&pods, "slow", 1).await.remove(0);
+    // The delay before a replacement doubles with each failure: 2 s, then 4 s.
+    for want in [Duration::from_secs(2), Duration::from_secs(4)] {
+        finish(&pods, &last, "Failed", 1).await;
+        let failed_at = std::time::Instant::now();
+        let next = eventually(WAIT, "a replacement pod", || async {
+            active_pods(&pods, "slow")
+                .await
+                .into_iter()
+                .find(|p| p.uid() != last.uid())
+        })
+        .await;
+        let waited = failed_at.elapsed();
+        // Pod finish times have second precision: allow for the rounding.
+        assert!(
+            waited + Duration::from_millis(1000) >= want,
+            "replaced after {waited:?}, before the {want:?} back-off"
+        );
+        last = next;
+    }
+}
