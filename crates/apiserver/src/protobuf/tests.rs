@@ -26,6 +26,13 @@ pub(crate) const FIXTURES: &[(&str, &str, &str)] = &[
         "azhzAAoPCghiYXRjaC92MRIDSm9iEoICCogBCgdtYW51YWwxEgAaACIAKgAyADgAQgBiKwohY3JvbmpvYi5rdWJlcm5ldGVzLmlvL2luc3RhbnRpYXRlEgZtYW51YWxqQgoHQ3JvbkpvYhoFaGVsbG8iJGJmYWM2NDJlLWRkNjktNGVhNy1iMjNhLTM5ZmJlNGYzYzc2YioIYmF0Y2gvdjEwARJrMmkKEAoAEgAaACIAKgAyADgAQgASVRIuCgVoZWxsbxIHYnVzeWJveBoEZWNobxoCaGkqAEIAagByAIABAIgBAJABAKIBABoJT25GYWlsdXJlMgBCAEoAUgBYAGAAaACCAQCKAQCaAQDCAQAaCCAAKAAwADoAGgAiAA==",
         r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"manual1","creationTimestamp":null,"annotations":{"cronjob.kubernetes.io/instantiate":"manual"},"ownerReferences":[{"apiVersion":"batch/v1","kind":"CronJob","name":"hello","uid":"bfac642e-dd69-4ea7-b23a-39fbe4f3c76b","controller":true}]},"spec":{"template":{"metadata":{"creationTimestamp":null},"spec":{"containers":[{"name":"hello","image":"busybox","command":["echo","hi"],"resources":{}}],"restartPolicy":"OnFailure"}}},"status":{}}"#,
     ),
+    (
+        // kubectl 1.33 against a kbatch server, the CronJob's template defaulted; the JSON is
+        // what kubectl 1.31 sent for the same command (names and uid substituted).
+        "kubectl create job mb --from=cronjob/cb",
+        "azhzAAoPCghiYXRjaC92MRIDSm9iErkCCoABCgJtYhIAGgAiACoAMgA4AEIAYisKIWNyb25qb2Iua3ViZXJuZXRlcy5pby9pbnN0YW50aWF0ZRIGbWFudWFsaj8KB0Nyb25Kb2IaAmNiIiQ4OTc5NDdmYS00ZTc0LTRmNWEtOTQzOC0yNDQzYTlmNjgyMDcqCGJhdGNoL3YxMAESqQEypgEKEAoAEgAaACIAKgAyADgAQgASkQESSQoCY2ISB2J1c3lib3gaBGVjaG8aAmhpKgBCAGoUL2Rldi90ZXJtaW5hdGlvbi1sb2dyBkFsd2F5c4ABAIgBAJABAKIBBEZpbGUaCU9uRmFpbHVyZSAeMgxDbHVzdGVyRmlyc3RCAEoAUgBYAGAAaAByAIIBAIoBAJoBEWRlZmF1bHQtc2NoZWR1bGVywgEAGgggACgAMAA6ABoAIgA=",
+        r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"mb","creationTimestamp":null,"annotations":{"cronjob.kubernetes.io/instantiate":"manual"},"ownerReferences":[{"apiVersion":"batch/v1","kind":"CronJob","name":"cb","uid":"897947fa-4e74-4f5a-9438-2443a9f68207","controller":true}]},"spec":{"template":{"metadata":{"creationTimestamp":null},"spec":{"containers":[{"name":"cb","image":"busybox","command":["echo","hi"],"resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always"}],"restartPolicy":"OnFailure","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},"schedulerName":"default-scheduler"}}},"status":{}}"#,
+    ),
 ];
 
 fn b64(s: &str) -> Vec<u8> {
