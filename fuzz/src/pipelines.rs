@@ -242,23 +242,25 @@ fn documents(res: &Resource, input: &Value) -> Vec<Value> {
 }
 
 /// The request bodies an input stands for: a JSON document (any JSON value, since a JSON
-/// patch is an array), and whatever the server's YAML body decoder makes of it.
+/// patch is an array), and whatever the server's YAML and protobuf body decoders make of it.
 fn bodies(data: &[u8]) -> Vec<Value> {
     let mut out = Vec::new();
     if let Ok(v) = serde_json::from_slice::<Value>(data) {
         out.push(v);
     }
-    let mut yaml = HeaderMap::new();
-    yaml.insert(CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
-    if let Ok(v) = handlers::decode_body(&yaml, data)
-        && !out.contains(&v)
-    {
-        out.push(v);
+    for media_type in ["application/yaml", "application/vnd.kubernetes.protobuf"] {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(media_type));
+        if let Ok(v) = handlers::decode_body(&headers, data)
+            && !out.contains(&v)
+        {
+            out.push(v);
+        }
     }
     out
 }
 
-/// `api_objects`: the input as a JSON or YAML document, through create and both kinds of
+/// `api_objects`: the input as a JSON, YAML or protobuf document, through create and both kinds of
 /// update for every served resource.
 pub fn api_objects(data: &[u8]) {
     let inputs = bodies(data);

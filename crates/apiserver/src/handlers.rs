@@ -135,12 +135,18 @@ fn with_warning(mut resp: Response, text: &str) -> Response {
     resp
 }
 
-/// Decode a request body as a JSON object (a missing Content-Type means JSON).
+/// Decode a request body (JSON, YAML or Kubernetes protobuf) into a JSON object (a missing
+/// Content-Type means JSON).
 pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     let ct = content_type(headers);
     match ct.as_str() {
         "" | "application/json" | "*/*" => {}
         "application/yaml" => return decode_yaml(body),
+        crate::protobuf::MEDIA_TYPE => {
+            return crate::protobuf::decode_object(body).map_err(|e| {
+                ApiError::bad_request(format!("error decoding request body as protobuf: {e}"))
+            });
+        }
         other => return Err(ApiError::unsupported_media_type(other)),
     }
     let v: Value = serde_json::from_slice(body)

@@ -10,6 +10,7 @@ pub mod gc;
 pub mod handlers;
 mod object;
 pub mod openapi;
+pub mod protobuf;
 pub mod request;
 pub mod resources;
 pub mod selector;
