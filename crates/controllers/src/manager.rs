@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{error, info};
 
+use crate::cronjob::controller::{self as cronjob_controller, CronJobControllerConfig};
 use crate::job::controller::{self as job_controller, JobControllerConfig};
 use crate::runtime::events::EventRecorder;
 
@@ -81,6 +82,7 @@ pub fn parse_controllers(list: &str) -> Result<BTreeSet<ControllerName>, Unknown
 pub struct ManagerConfig {
     pub controllers: BTreeSet<ControllerName>,
     pub job: JobControllerConfig,
+    pub cronjob: CronJobControllerConfig,
 }
 
 impl Default for ManagerConfig {
@@ -88,6 +90,7 @@ impl Default for ManagerConfig {
         ManagerConfig {
             controllers: ControllerName::ALL.into_iter().collect(),
             job: JobControllerConfig::default(),
+            cronjob: CronJobControllerConfig::default(),
         }
     }
 }
@@ -126,8 +129,26 @@ pub async fn run(
                     Ok(())
                 });
             }
-            other => {
-                tracing::warn!(controller = %other, "this controller is not available in this build yet; skipping it")
+            ControllerName::CronJob => {
+                let (recorder, task) =
+                    EventRecorder::start(client.clone(), cronjob_controller::COMPONENT);
+                recorders.push(task);
+                let (client, cfg, stop) =
+                    (client.clone(), config.cronjob.clone(), shutdown.clone());
+                tasks.spawn(async move {
+                    cronjob_controller::run(client, cfg, recorder, stop)
+                        .await
+                        .map_err(|e| {
+                            ManagerError::Controller(ControllerName::CronJob, e.to_string())
+                        })
+                });
+            }
+            ControllerName::Ttl => {
+                let (client, stop) = (client.clone(), shutdown.clone());
+                tasks.spawn(async move {
+                    crate::ttl::controller::run(client, stop).await;
+                    Ok(())
+                });
             }
         }
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use kbatch_controllers::cronjob::controller::CronJobControllerConfig;
 use kbatch_controllers::job::backoff::BackoffConfig;
 use kbatch_controllers::job::controller::JobControllerConfig;
 use kbatch_controllers::manager::{self, ManagerConfig};
@@ -47,6 +48,9 @@ impl ControllerFlags {
                     max: self.pod_failure_backoff_max.max(self.pod_failure_backoff),
                 },
                 ..JobControllerConfig::default()
+            },
+            cronjob: CronJobControllerConfig {
+                workers: usize::from(self.concurrent_cron_job_syncs),
             },
         })
     }

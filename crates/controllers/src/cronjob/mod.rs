@@ -23,6 +23,7 @@
 //!    after [`CronJobPlan::requeue_after`], or with rate limiting when
 //!    [`CronJobPlan::error`] is set.
 
+pub mod controller;
 pub mod schedule;
 pub mod template;
 

@@ -7,6 +7,7 @@
 //! [`TtlDecision::ExpireAt`] it requeues after [`requeue_after`]. The controller emits no
 //! events.
 
+pub mod controller;
 #[cfg(test)]
 mod tests;
 

@@ -1,0 +1,408 @@
+//! The CronJob controller's loop (upstream's cronjob_controllerv2): CronJob and Job informers
+//! feed a queue of CronJob keys; a worker fetches what the cache cannot be trusted with,
+//! decides with [`super::sync_with`], carries the plan out in the order the module
+//! documentation of [`super`] gives, and requeues the CronJob at its next scheduled time.
+//! There is no polling: a CronJob is looked at when it or one of its Jobs changes, and when
+//! it is due.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
+use kbatch_api::k8s_openapi::jiff::Timestamp;
+use kbatch_api::k8s_openapi::jiff::tz::TimeZone;
+use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use super::template::{controller_of, is_controlled_by};
+use super::{
+    CreateOutcome, CronJobEvent, CronJobPlan, DeletionFailure, DeletionReason, Lookups, Outcomes,
+    active_missing_from_cache, jobs_to_be_reconciled, needs_fresh_cronjob, requeue_on_update,
+    sync_with,
+};
+use crate::runtime::events::{EventRecorder, object_reference};
+use crate::runtime::informer::{Change, Informer, Lister};
+use crate::runtime::key::{object_key, split_key};
+use crate::runtime::metrics::{HistogramVec, exponential_buckets};
+use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
+
+/// The event source component, as upstream.
+pub const COMPONENT: &str = "cronjob-controller";
+
+pub const JOB_CREATION_SKEW_DURATION_SECONDS: HistogramVec = HistogramVec {
+    name: "cronjob_controller_job_creation_skew_duration_seconds",
+    help: "Time between when a cronjob is scheduled to be run, and when the corresponding job is created",
+    labels: &[],
+    buckets: || exponential_buckets(1.0, 2.0, 10),
+};
+
+#[derive(Clone, Debug)]
+pub struct CronJobControllerConfig {
+    /// `--concurrent-cron-job-syncs`.
+    pub workers: usize,
+}
+
+impl Default for CronJobControllerConfig {
+    fn default() -> Self {
+        CronJobControllerConfig { workers: 5 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("the {0} informer stopped before its cache synced")]
+    NotSynced(&'static str),
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Plan(String),
+}
+
+struct Inner {
+    client: Client,
+    cronjobs: Lister<CronJob>,
+    jobs: Lister<Job>,
+    queue: WorkQueue<String>,
+    recorder: EventRecorder,
+    /// Schedules without spec.timeZone are in the controller's local zone, as upstream.
+    zone: TimeZone,
+}
+
+/// Runs the controller until `shutdown` turns true.
+pub async fn run(
+    client: Client,
+    config: CronJobControllerConfig,
+    recorder: EventRecorder,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ControllerError> {
+    let (cj_informer, cj_changes) = Informer::spawn_channel(
+        Api::<CronJob>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let (job_informer, job_changes) =
+        Informer::spawn_channel(Api::<Job>::all(client.clone()), watcher::Config::default());
+    // Upstream's default controller rate limiter, per item: 5 ms doubling to 1000 s.
+    let inner = Arc::new(Inner {
+        client,
+        cronjobs: cj_informer.lister(),
+        jobs: job_informer.lister(),
+        queue: WorkQueue::new(
+            "cronjob",
+            ItemExponentialFailureRateLimiter::new(
+                Duration::from_millis(5),
+                Duration::from_secs(1000),
+            ),
+        ),
+        recorder,
+        zone: TimeZone::system(),
+    });
+    let dispatcher = tokio::spawn(Arc::clone(&inner).dispatch(cj_changes, job_changes));
+    tokio::select! {
+        r = async {
+            cj_informer.wait_until_synced().await.map_err(|_| ControllerError::NotSynced("cronjob"))?;
+            job_informer.wait_until_synced().await.map_err(|_| ControllerError::NotSynced("job"))
+        } => r?,
+        _ = shutdown.wait_for(|s| *s) => {
+            dispatcher.abort();
+            return Ok(());
+        }
+    }
+    info!(workers = config.workers, "cronjob controller started");
+    let mut workers = Vec::new();
+    for _ in 0..config.workers.max(1) {
+        let inner = Arc::clone(&inner);
+        workers.push(tokio::spawn(async move {
+            while let Some(key) = inner.queue.get().await {
+                inner.process(&key).await;
+                inner.queue.done(&key);
+            }
+        }));
+    }
+    let _ = shutdown.wait_for(|s| *s).await;
+    inner.queue.shut_down();
+    dispatcher.abort();
+    for w in workers {
+        let _ = w.await;
+    }
+    info!("cronjob controller stopped");
+    Ok(())
+}
+
+fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    status_code(e) == Some(404)
+}
+
+fn error_text(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl Inner {
+    async fn dispatch(
+        self: Arc<Self>,
+        mut cronjobs: mpsc::UnboundedReceiver<Change<CronJob>>,
+        mut jobs: mpsc::UnboundedReceiver<Change<Job>>,
+    ) {
+        loop {
+            tokio::select! {
+                Some(c) = cronjobs.recv() => self.on_cronjob(c),
+                Some(c) = jobs.recv() => self.on_job(c),
+                else => return,
+            }
+        }
+    }
+
+    fn on_cronjob(&self, change: Change<CronJob>) {
+        match change {
+            Change::Added(cj) => self.queue.add(object_key(cj.as_ref())),
+            Change::Updated { old, new } => {
+                if old.metadata.resource_version == new.metadata.resource_version {
+                    return;
+                }
+                match requeue_on_update(&old, &new, Timestamp::now(), &self.zone) {
+                    Ok(after) if after.is_zero() => self.queue.add(object_key(new.as_ref())),
+                    Ok(after) => self.queue.add_after(object_key(new.as_ref()), after),
+                    Err(event) => self.emit(&new, std::slice::from_ref(&event)),
+                }
+            }
+            // Its Jobs go with it through garbage collection; nothing to do here.
+            Change::Deleted(_) => {}
+        }
+    }
+
+    /// The CronJob a Job's controller reference names, if cached with that UID.
+    fn controller_cronjob(&self, job: &Job) -> Option<Arc<CronJob>> {
+        let r = controller_of(job)?;
+        if r.kind != "CronJob" {
+            return None;
+        }
+        let cj = self.cronjobs.get(
+            job.metadata.namespace.as_deref().unwrap_or_default(),
+            &r.name,
+        )?;
+        is_controlled_by(job, &cj).then_some(cj)
+    }
+
+    fn on_job(&self, change: Change<Job>) {
+        match change {
+            Change::Added(job) | Change::Deleted(job) => {
+                if let Some(cj) = self.controller_cronjob(&job) {
+                    self.queue.add(object_key(cj.as_ref()));
+                }
+            }
+            Change::Updated { old, new } => {
+                if old.metadata.resource_version == new.metadata.resource_version {
+                    return;
+                }
+                if controller_of(&old) != controller_of(&new)
+                    && let Some(cj) = self.controller_cronjob(&old)
+                {
+                    self.queue.add(object_key(cj.as_ref()));
+                }
+                if let Some(cj) = self.controller_cronjob(&new) {
+                    self.queue.add(object_key(cj.as_ref()));
+                }
+            }
+        }
+    }
+
+    fn emit(&self, cj: &CronJob, events: &[CronJobEvent]) {
+        for e in events {
+            self.recorder
+                .record(object_reference(cj), e.type_, &e.reason, &e.message);
+        }
+    }
+
+    async fn process(&self, key: &str) {
+        match self.sync(key).await {
+            Ok(Some(after)) => {
+                self.queue.forget(&key.to_string());
+                self.queue.add_after(key.to_string(), after);
+            }
+            Ok(None) => self.queue.forget(&key.to_string()),
+            Err(e) => {
+                warn!(cronjob = %key, error = %e, "syncing cronjob failed");
+                self.queue.add_rate_limited(key.to_string());
+            }
+        }
+    }
+
+    /// One sync; returns when to look again.
+    async fn sync(&self, key: &str) -> Result<Option<Duration>, SyncError> {
+        let Ok((ns, name)) = split_key(key) else {
+            return Ok(None);
+        };
+        let Some(cached) = self.cronjobs.get(ns, name) else {
+            debug!(cronjob = %key, "cronjob is gone");
+            return Ok(None);
+        };
+        let all: Vec<Job> = self
+            .jobs
+            .list_namespace(ns)
+            .into_iter()
+            .map(|j| (*j).clone())
+            .collect();
+        let children: Vec<Job> = jobs_to_be_reconciled(&cached, &all)
+            .into_iter()
+            .cloned()
+            .collect();
+
+        // 1. What the cache cannot be trusted with.
+        let cj_api: Api<CronJob> = Api::namespaced(self.client.clone(), ns);
+        let job_api: Api<Job> = Api::namespaced(self.client.clone(), ns);
+        let fresh = if needs_fresh_cronjob(&cached, &children) {
+            match cj_api.get(name).await {
+                Ok(cj) => Some(cj),
+                Err(e) if is_not_found(&e) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            None
+        };
+        let mut live = BTreeSet::new();
+        for r in active_missing_from_cache(&cached, &children) {
+            let job_name = r.name.clone().unwrap_or_default();
+            match job_api.get(&job_name).await {
+                Ok(j) if j.metadata.uid == r.uid => {
+                    if let Some(uid) = j.metadata.uid {
+                        live.insert(uid);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let lookups = Lookups {
+            fresh_cronjob: fresh.as_ref(),
+            live_active_jobs: live,
+        };
+        let now = Timestamp::now();
+        let mut plan = sync_with(
+            &cached,
+            &children,
+            now,
+            &self.zone,
+            &lookups,
+            &Outcomes::default(),
+        );
+
+        // 2-4. Deletions, the creation, and a second decision when they did not all go as
+        // planned (or to record the created Job's UID).
+        let outcomes = self.execute(&job_api, &plan).await;
+        if let Some(outcomes) = outcomes {
+            plan = sync_with(&cached, &children, now, &self.zone, &lookups, &outcomes);
+        }
+
+        // 5. Status, events, and the next look.
+        if let Some(status) = plan.status.clone() {
+            let mut updated = (*cached).clone();
+            updated.status = Some(status);
+            cj_api
+                .replace_status(name, &PostParams::default(), &updated)
+                .await?;
+        }
+        self.emit(&cached, &plan.events);
+        if let Some(err) = plan.error.clone() {
+            return Err(SyncError::Plan(err));
+        }
+        Ok(plan.requeue_after)
+    }
+
+    /// Deletes and creates what `plan` says. `Some(outcomes)` when the plan must be decided
+    /// again with them (something failed, or a Job was created).
+    async fn execute(&self, api: &Api<Job>, plan: &CronJobPlan) -> Option<Outcomes> {
+        let mut outcomes = Outcomes::default();
+        let mut redo = false;
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        let mut replace_failed = false;
+        for d in &plan.jobs_to_delete {
+            if d.reason == DeletionReason::Replace {
+                // Upstream reads the Job before replacing it.
+                match api.get(&d.name).await {
+                    Ok(_) => {}
+                    Err(e) if is_not_found(&e) => continue,
+                    Err(e) => {
+                        outcomes
+                            .failed_deletions
+                            .insert(d.name.clone(), DeletionFailure::Get(error_text(&e)));
+                        redo = true;
+                        replace_failed = true;
+                        break;
+                    }
+                }
+            }
+            match api.delete(&d.name, &dp).await {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => {
+                    outcomes
+                        .failed_deletions
+                        .insert(d.name.clone(), DeletionFailure::Delete(error_text(&e)));
+                    redo = true;
+                    if d.reason == DeletionReason::Replace {
+                        replace_failed = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if replace_failed {
+            return Some(outcomes);
+        }
+        if let (Some(job), Some(scheduled)) = (plan.job_to_create.as_ref(), plan.scheduled_time) {
+            redo = true;
+            outcomes.create = match api.create(&PostParams::default(), job).await {
+                Ok(created) => {
+                    if let Some(ct) = created.metadata.creation_timestamp.as_ref() {
+                        let skew = ct.0.duration_since(scheduled).as_secs_f64().max(0.0);
+                        JOB_CREATION_SKEW_DURATION_SECONDS.observe(&[], skew);
+                    }
+                    CreateOutcome::CreatedAs(Box::new(created))
+                }
+                Err(e) if status_code(&e) == Some(409) => {
+                    let existing = api.get(&job.name_any()).await.ok().map(Box::new);
+                    CreateOutcome::AlreadyExists(existing)
+                }
+                Err(e) if matches!(&e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))) => {
+                    CreateOutcome::NamespaceTerminating
+                }
+                Err(e) => CreateOutcome::Failed(error_text(&e)),
+            };
+        }
+        redo.then_some(outcomes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skew_buckets_match_upstream() {
+        let b = (JOB_CREATION_SKEW_DURATION_SECONDS.buckets)();
+        assert_eq!(b.len(), 10);
+        assert_eq!(b[0], 1.0);
+        assert_eq!(b[9], 512.0);
+    }
+}
