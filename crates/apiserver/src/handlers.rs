@@ -719,13 +719,20 @@ async fn update_checked(
         }
         check_namespace(t, &mut new)?;
         // A resourceVersion in the document is a precondition; none means last write wins.
-        let precondition = match object::resource_version(&new) {
+        let doc_rv = match object::resource_version(&new) {
             Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
                 ApiError::bad_request(format!(
                     "invalid resourceVersion {rv:?}: must be an unsigned integer"
                 ))
             })?),
             None => None,
+        };
+        // A patch was applied to the current object, whose resourceVersion it carries unless
+        // the patch set one: that one is not the client's precondition. (A client that did
+        // set the current one is caught on the retry, where it no longer matches.)
+        let precondition = match &change {
+            Change::Patch { .. } if doc_rv == Some(cur.rv) => None,
+            _ => doc_rv,
         };
         if let Some(rv) = precondition
             && rv != cur.rv

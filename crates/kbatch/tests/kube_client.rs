@@ -1351,3 +1351,48 @@ async fn status_updates_of_a_terminating_pod_keep_its_deletion_timestamp() {
         .expect("status replace of a terminating pod");
     assert_eq!(replaced.metadata.deletion_timestamp, ts);
 }
+
+#[tokio::test]
+async fn concurrent_patches_without_a_resource_version_all_apply() {
+    let server = Server::start().await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client().await);
+    let created = jobs
+        .create(&PostParams::default(), &job("busy"))
+        .await
+        .expect("create");
+    // Racing patches are retried by the server (as upstream's GuaranteedUpdate does): none
+    // gets a 409, and none is lost.
+    let patches = (0..24).map(|i| {
+        let jobs = jobs.clone();
+        async move {
+            let p = json!({"metadata": {"labels": {format!("l{i}"): "x"}}});
+            jobs.patch("busy", &PatchParams::default(), &Patch::Merge(&p))
+                .await
+                .map(|_| ())
+        }
+    });
+    for r in futures::future::join_all(patches).await {
+        r.expect("a patch without resourceVersion never conflicts");
+    }
+    let labels = jobs
+        .get("busy")
+        .await
+        .expect("get")
+        .metadata
+        .labels
+        .unwrap_or_default();
+    for i in 0..24 {
+        assert!(
+            labels.contains_key(&format!("l{i}")),
+            "label l{i} lost: {labels:?}"
+        );
+    }
+    // A patch that names an old resourceVersion is a precondition, and fails.
+    let stale = json!({"metadata": {"resourceVersion": rv(&created), "labels": {"late": "y"}}});
+    let err = api_err(
+        jobs.patch("busy", &PatchParams::default(), &Patch::Merge(&stale))
+            .await,
+    );
+    assert_eq!(err.code, 409);
+    assert_eq!(err.reason, "Conflict");
+}
