@@ -156,7 +156,10 @@ impl Manager {
 
     fn bind_what_fits(&mut self) {
         let node = self.ctx.config.node_name.clone();
-        for c in self.index.take_bindable(self.ctx.config.max_pods, Instant::now()) {
+        for c in self
+            .index
+            .take_bindable(self.ctx.config.max_pods, Instant::now())
+        {
             let client = self.ctx.client.clone();
             let node = node.clone();
             self.binds.spawn(async move {
