@@ -33,6 +33,9 @@ pub struct UpArgs {
     /// How many past changes a watch can resume from (older resourceVersions get 410 Expired).
     #[arg(long, default_value_t = StoreOptions::default().history_events)]
     pub watch_history_events: usize,
+    /// At most this many unfinished pods run on the executor's node at once (kubelet's maxPods).
+    #[arg(long, default_value_t = 110)]
+    pub max_pods: usize,
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
@@ -41,12 +44,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         bail!(
             "--listen {}: plain HTTP is served on loopback addresses only (TLS for other addresses is not available yet)",
             args.listen
-        );
-    }
-    if args.executor != Executor::None {
-        bail!(
-            "--executor {:?}: only the `none` executor is available in this build; run with --executor none",
-            args.executor
         );
     }
     std::fs::create_dir_all(&args.data_dir)
@@ -87,6 +84,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
     ));
     let gc = state.start_garbage_collector();
+    let executor = start_executor(&args, &state, addr)?;
     state.set_ready();
     tracing::info!(
         address = %addr,
@@ -97,6 +95,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     wait_for_signal().await;
     tracing::info!("shutting down");
+    if let Some((stop, task)) = executor {
+        // Before the server: the executor stops its containers while it can still reach it.
+        let _ = stop.send(true);
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "executor stopped with an error"),
+            Err(e) => tracing::warn!(error = %e, "executor task failed"),
+        }
+    }
     state.begin_shutdown();
     let _ = stop_tx.send(());
     match server.await {
@@ -107,6 +114,36 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let _ = gc.await;
     store.close().await;
     Ok(())
+}
+
+type ExecutorTask = (
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), kbatch_executor::ExecutorError>>,
+);
+
+/// The local executor, in-process, as a client of this server; its logs are served by it.
+fn start_executor(
+    args: &UpArgs,
+    state: &ServerState,
+    addr: SocketAddr,
+) -> anyhow::Result<Option<ExecutorTask>> {
+    let runtime = match args.executor {
+        Executor::None => return Ok(None),
+        Executor::Process => kbatch_executor::RuntimeKind::Process,
+        Executor::Simulate => kbatch_executor::RuntimeKind::Simulate,
+    };
+    let mut config = kbatch_executor::ExecutorConfig::new(args.data_dir.clone());
+    config.runtime = runtime;
+    config.max_pods = args.max_pods;
+    state.set_log_dir(config.log_dir());
+    let url = format!("http://{addr}")
+        .parse()
+        .context("the executor's server URL")?;
+    let client =
+        kube::Client::try_from(kube::Config::new(url)).context("building the executor's client")?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(kbatch_executor::run(client, config, stopped));
+    Ok(Some((stop, task)))
 }
 
 async fn wait_for_signal() {
