@@ -14,12 +14,13 @@ const POD_LOG: &str = "/api/v1/namespaces/default/pods";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_limit_timestamps_and_since() {
     let c = Cluster::start().await;
+    // One stream only: the order between stdout and stderr lines is not defined.
     c.create(pod(
         "lines",
         &[
             "sh",
             "-c",
-            "echo one; echo two >&2; echo three; sleep 2; printf 'four\\nfive'",
+            "echo one; echo two; echo three; sleep 2; printf 'four\\nfive'",
         ],
         "Never",
     ))
@@ -116,7 +117,7 @@ async fn errors_match_upstream() {
             "initContainers": [{"name": "setup", "image": "x", "command": ["true"]}],
             "containers": [
                 {"name": "a", "image": "x", "command": ["echo", "from-a"]},
-                {"name": "b", "image": "x", "command": ["echo", "from-b"]}]}
+                {"name": "b", "image": "x", "command": ["sh", "-c", "echo from-b >&2"]}]}
     }))
     .await;
     c.wait_phase("two", "Succeeded", 10).await;
