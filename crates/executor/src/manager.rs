@@ -68,7 +68,12 @@ pub async fn run(
             },
             Some(_) = m.tasks.join_next(), if !m.tasks.is_empty() => {},
             _ = sleep_until(retry) => {},
-            _ = shutdown.changed() => {},
+            changed = shutdown.changed() => {
+                // A dropped sender means nobody can stop us any more: stop now.
+                if changed.is_err() {
+                    break;
+                }
+            },
         }
         m.bind_what_fits();
     }

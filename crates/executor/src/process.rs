@@ -21,8 +21,11 @@ use crate::runtime::{Exit, Started, StopSignal};
 const PUMP_DRAIN: Duration = Duration::from_secs(2);
 
 fn signal_group(pgid: i32, sig: Signal) {
-    // ESRCH: the group is already gone, which is what was wanted.
-    let _ = killpg(Pid::from_raw(pgid), sig);
+    // Never 0 or 1: killpg would reach our own group or init's.
+    if pgid > 1 {
+        // ESRCH: the group is already gone, which is what was wanted.
+        let _ = killpg(Pid::from_raw(pgid), sig);
+    }
 }
 
 /// kubelet/runc's wording for a command that cannot be executed.

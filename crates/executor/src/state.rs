@@ -122,9 +122,13 @@ pub async fn kill_leftover(p: &ProcessRecord) -> bool {
     if !is_alive(p) {
         return false;
     }
+    // A damaged record must not make us signal init's group or our own.
     let Ok(pid) = i32::try_from(p.pid) else {
         return false;
     };
+    if pid <= 1 || p.pid == std::process::id() {
+        return false;
+    }
     let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
     for _ in 0..100 {
         if !is_alive(p) {
@@ -147,6 +151,22 @@ mod tests {
         assert_eq!(parse_stat(zombie), None);
         assert_eq!(parse_stat("garbage"), None);
         assert!(start_ticks(std::process::id()).is_some());
+    }
+
+    #[tokio::test]
+    async fn damaged_records_never_signal_ourselves_or_init() {
+        for pid in [1, std::process::id()] {
+            let Some(start_ticks) = start_ticks(pid) else {
+                continue;
+            };
+            let rec = ProcessRecord {
+                container: "main".into(),
+                run: 0,
+                pid,
+                start_ticks,
+            };
+            assert!(!kill_leftover(&rec).await);
+        }
     }
 
     #[test]
