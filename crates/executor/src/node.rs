@@ -127,7 +127,7 @@ pub fn node_status(
     }
 }
 
-/// A new Node object for this executor, status included (the node agent reports it on create).
+/// A new Node object for this executor, status included (a node reports its own status on create).
 pub fn node_object(machine: &Machine, config: &ExecutorConfig, now: Timestamp) -> Node {
     let mut labels = BTreeMap::new();
     for (k, v) in [
@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn status_reports_capacity_and_ready() {
-        let config = ExecutorConfig::new("/tmp/x".into());
+        let config = ExecutorConfig::new("data".into());
         let t0: Timestamp = "2024-01-01T00:00:00Z".parse().unwrap();
         let s = node_status(&machine(), &config, t0, None);
         let cap = s.capacity.clone().unwrap();
@@ -341,7 +341,7 @@ mod tests {
     fn lease_is_owned_by_the_node() {
         let mut node = node_object(
             &machine(),
-            &ExecutorConfig::new("/tmp/x".into()),
+            &ExecutorConfig::new("data".into()),
             Timestamp::now(),
         );
         node.metadata.uid = Some("u1".into());

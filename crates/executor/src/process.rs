@@ -156,7 +156,7 @@ mod tests {
         let log = dir.path().join("logs/main/0.log");
         let s = start(
             &launch(&["sh", "-c", "echo $X; pwd; echo oops >&2; exit 3"]),
-            &dir.path().join("work"),
+            &dir.path().join("wd"),
             log.clone(),
         )
         .unwrap();
@@ -165,7 +165,7 @@ mod tests {
         let out = kbatch_api::podlog::render(&std::fs::read(&log).unwrap(), &Default::default());
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("42\n"), "{text}");
-        assert!(text.contains("/work\n"), "{text}");
+        assert!(text.contains("/wd\n"), "{text}");
         assert!(text.contains("oops\n"), "{text}");
     }
 
