@@ -146,6 +146,8 @@ struct Worker {
     slots: Vec<Slot>,
     restart_policy: String,
     start_time: Timestamp,
+    /// When the pod started here (`start_time` as an Instant).
+    started: Instant,
     deadline: Option<Instant>,
     stopping: Option<Stopping>,
     finish: Option<Finish>,
@@ -179,6 +181,7 @@ impl Worker {
             slots: Vec::new(),
             restart_policy: "Always".to_string(),
             start_time: crate::time::seconds(Timestamp::now()),
+            started: Instant::now(),
             deadline: None,
             stopping: None,
             finish: None,
@@ -323,10 +326,7 @@ impl Worker {
             });
             return;
         }
-        self.deadline = spec
-            .active_deadline_seconds
-            .and_then(|s| u64::try_from(s).ok())
-            .map(|s| Instant::now() + Duration::from_secs(s));
+        self.started = Instant::now();
         if self.config().runtime == RuntimeKind::Process {
             let st = PodState::new(
                 &self.config().state_dir(),
@@ -369,6 +369,14 @@ impl Worker {
     }
 
     fn on_pod_update(&mut self) {
+        // activeDeadlineSeconds may be changed on a running pod; it counts from the start.
+        self.deadline = self
+            .latest
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .map(|s| self.started + Duration::from_secs(s));
         if self.latest.metadata.deletion_timestamp.is_some() && self.finish.is_none() {
             let grace = self.grace();
             self.stop(StopReason::Deleted, grace);

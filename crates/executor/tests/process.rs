@@ -278,6 +278,23 @@ async fn active_deadline_fails_the_pod() {
         Some("Pod was active on the node longer than the specified deadline")
     );
     assert!(processes_with_marker(&m).is_empty());
+
+    // A deadline set on a running pod applies too (counted from its start).
+    c.create(pod("later", &["sleep", "1000"], "Never")).await;
+    c.wait_phase("later", "Running", 10).await;
+    c.pods()
+        .patch(
+            "later",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"activeDeadlineSeconds": 1}})),
+        )
+        .await
+        .unwrap();
+    let p = c.wait_phase("later", "Failed", 10).await;
+    assert_eq!(
+        p.status.as_ref().unwrap().reason.as_deref(),
+        Some("DeadlineExceeded")
+    );
     c.shutdown().await;
 }
 
