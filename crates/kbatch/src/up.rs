@@ -98,10 +98,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if let Some((stop, task)) = executor {
         // Before the server: the executor stops its containers while it can still reach it.
         let _ = stop.send(true);
-        match task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "executor stopped with an error"),
-            Err(e) => tracing::warn!(error = %e, "executor task failed"),
+        if let Err(e) = task.await {
+            tracing::warn!(error = %e, "executor task failed");
         }
     }
     state.begin_shutdown();
@@ -142,7 +140,14 @@ fn start_executor(
     let client =
         kube::Client::try_from(kube::Config::new(url)).context("building the executor's client")?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(kbatch_executor::run(client, config, stopped));
+    let task = tokio::spawn(async move {
+        let result = kbatch_executor::run(client, config, stopped).await;
+        if let Err(e) = &result {
+            // Said at once: the server keeps serving without an executor.
+            tracing::error!(error = %e, "the executor stopped");
+        }
+        result
+    });
     Ok(Some((stop, task)))
 }
 
