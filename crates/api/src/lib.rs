@@ -12,6 +12,7 @@ pub mod defaults;
 pub mod field;
 pub mod keys;
 pub mod names;
+pub mod podlog;
 pub mod quantity;
 pub mod strategy;
 pub mod validation;

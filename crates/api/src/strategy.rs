@@ -122,11 +122,13 @@ pub fn pod_prepare_for_update(new: &mut Pod, old: &Pod) {
     }
 }
 
-/// Pod `/status` update: spec and ownerReferences from old, deletionTimestamp cleared (the
-/// generic update restores old's), qosClass and observedGeneration kept when not supplied.
+/// Pod `/status` update: spec and ownerReferences from old, deletionTimestamp old's (upstream
+/// clears it here and its generic update then restores old's: the net effect, in one place, so
+/// that a node can report the status of a pod being deleted), qosClass and observedGeneration
+/// kept when not supplied.
 pub fn pod_status_prepare_for_update(new: &mut Pod, old: &Pod) {
     new.spec = old.spec.clone();
-    new.metadata.deletion_timestamp = None;
+    new.metadata.deletion_timestamp = old.metadata.deletion_timestamp.clone();
     new.metadata.owner_references = old.metadata.owner_references.clone();
     let old_status = old.status.clone().unwrap_or_default();
     let status = new.status.get_or_insert_with(Default::default);

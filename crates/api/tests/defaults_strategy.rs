@@ -378,6 +378,21 @@ fn pod_status_prepare_keeps_spec_and_owners() {
 }
 
 #[test]
+fn pod_status_update_of_a_deleting_pod_keeps_its_deletion_timestamp() {
+    let mut old = prepared_pod(json!({}));
+    old.metadata.deletion_timestamp = Some(decode(json!("2024-01-01T00:00:00Z")));
+    let mut new = old.clone();
+    new.metadata.deletion_timestamp = None;
+    new.status = Some(decode(json!({"phase": "Failed"})));
+    strategy::pod_status_prepare_for_update(&mut new, &old);
+    assert_eq!(
+        new.metadata.deletion_timestamp,
+        old.metadata.deletion_timestamp
+    );
+    assert!(kbatch_api::validation::pod_status_update(&new, &old).is_empty());
+}
+
+#[test]
 fn pod_update_keeps_status() {
     let old = prepared_pod(json!({}));
     let mut new = old.clone();

@@ -8,6 +8,7 @@ pub mod error;
 pub mod events;
 pub mod gc;
 pub mod handlers;
+pub mod logs;
 mod object;
 pub mod openapi;
 pub mod protobuf;
@@ -20,8 +21,9 @@ pub mod table;
 pub mod watch;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::body::{Body, to_bytes};
@@ -49,6 +51,9 @@ pub struct ServerState {
     /// Renders the process's Prometheus metrics for `/metrics` (set by the binary, which
     /// knows what else runs in the process).
     metrics: std::sync::OnceLock<MetricsSource>,
+    /// Where the local executor writes container logs (`pods/log` reads them); none without
+    /// an executor.
+    log_dir: RwLock<Option<PathBuf>>,
 }
 
 /// A function that renders metrics in the Prometheus text format.
@@ -65,7 +70,19 @@ impl ServerState {
             ready: AtomicBool::new(false),
             shutdown,
             metrics: std::sync::OnceLock::new(),
+            log_dir: RwLock::new(None),
         })
+    }
+
+    /// Serve `pods/log` from this directory (the executor's `data_dir/logs`).
+    pub fn set_log_dir(&self, dir: PathBuf) {
+        if let Ok(mut d) = self.log_dir.write() {
+            *d = Some(dir);
+        }
+    }
+
+    pub fn log_dir(&self) -> Option<PathBuf> {
+        self.log_dir.read().ok().and_then(|d| d.clone())
     }
 
     pub fn now(&self) -> jiff::Timestamp {
@@ -277,11 +294,7 @@ async fn resource(
                 handlers::list(st, t, q, tr).await
             }
         }
-        (Method::GET, Some(_), Some("log")) => Err(ApiError::not_found(
-            "pods/log",
-            "",
-            t.name.as_deref().unwrap_or(""),
-        )),
+        (Method::GET, Some(_), Some("log")) => logs::pod_log(st, t, q).await,
         (Method::GET, Some(name), _) if t.watch_path => {
             // Legacy `/watch/.../NAME`: a watch narrowed to one name.
             let mut narrowed = t.clone();

@@ -30,8 +30,15 @@ pub struct InstanceConfig {
     pub listen: SocketAddr,
     pub executor: Executor,
     pub watch_history_events: usize,
+    /// The executor's node capacity (kubelet's maxPods).
+    pub max_pods: usize,
     pub controllers: ManagerConfig,
 }
+
+type ExecutorTask = (
+    watch::Sender<bool>,
+    JoinHandle<Result<(), kbatch_executor::ExecutorError>>,
+);
 
 pub struct Instance {
     pub addr: SocketAddr,
@@ -43,6 +50,7 @@ pub struct Instance {
     gc: JoinHandle<()>,
     stop_controllers: watch::Sender<bool>,
     controllers: JoinHandle<Result<(), kbatch_controllers::manager::ManagerError>>,
+    executor: Option<ExecutorTask>,
 }
 
 impl Instance {
@@ -53,12 +61,6 @@ impl Instance {
             bail!(
                 "--listen {}: plain HTTP is served on loopback addresses only (TLS for other addresses is not available yet)",
                 cfg.listen
-            );
-        }
-        if cfg.executor != Executor::None {
-            bail!(
-                "--executor {:?}: only the `none` executor is available in this build; run with --executor none",
-                cfg.executor
             );
         }
         std::fs::create_dir_all(&cfg.data_dir)
@@ -111,6 +113,7 @@ impl Instance {
             cfg.controllers,
             controllers_stop,
         ));
+        let executor = start_executor(&cfg.data_dir, cfg.executor, cfg.max_pods, &state, addr)?;
         state.set_ready();
         Ok(Instance {
             addr,
@@ -122,6 +125,7 @@ impl Instance {
             gc,
             stop_controllers,
             controllers,
+            executor,
         })
     }
 
@@ -130,8 +134,17 @@ impl Instance {
         client_for(self.addr)
     }
 
-    /// Stops the controllers, then the server (ending every watch), then closes the store.
+    /// Stops the executor (its containers, while it can still report them), the
+    /// controllers, then the server (ending every watch), then closes the store.
     pub async fn stop(self) {
+        if let Some((stop, task)) = self.executor {
+            let _ = stop.send(true);
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "executor stopped with an error"),
+                Err(e) => tracing::warn!(error = %e, "executor task failed"),
+            }
+        }
         let _ = self.stop_controllers.send(true);
         match self.controllers.await {
             Ok(Ok(())) => {}
@@ -148,6 +161,36 @@ impl Instance {
         let _ = self.gc.await;
         self.store.close().await;
     }
+}
+
+/// The local executor, in-process, as a client of this server, which serves its logs.
+fn start_executor(
+    data_dir: &std::path::Path,
+    executor: Executor,
+    max_pods: usize,
+    state: &ServerState,
+    addr: SocketAddr,
+) -> anyhow::Result<Option<ExecutorTask>> {
+    let runtime = match executor {
+        Executor::None => return Ok(None),
+        Executor::Process => kbatch_executor::RuntimeKind::Process,
+        Executor::Simulate => kbatch_executor::RuntimeKind::Simulate,
+    };
+    let mut config = kbatch_executor::ExecutorConfig::new(data_dir.to_path_buf());
+    config.runtime = runtime;
+    config.max_pods = max_pods;
+    state.set_log_dir(config.log_dir());
+    let client = client_for(addr)?;
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let result = kbatch_executor::run(client, config, stopped).await;
+        if let Err(e) = &result {
+            // Said at once: the server keeps serving without an executor.
+            tracing::error!(error = %e, "the executor stopped");
+        }
+        result
+    });
+    Ok(Some((stop, task)))
 }
 
 fn client_for(addr: SocketAddr) -> anyhow::Result<kube::Client> {

@@ -509,6 +509,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         executor: args.executor,
         watch_history_events: kbatch_store::StoreOptions::default().history_events,
+        max_pods: 110,
         controllers,
     })
     .await?;

@@ -24,6 +24,9 @@ pub struct UpArgs {
     /// How many past changes a watch can resume from (older resourceVersions get 410 Expired).
     #[arg(long, default_value_t = StoreOptions::default().history_events)]
     pub watch_history_events: usize,
+    /// At most this many unfinished pods run on the executor's node at once (kubelet's maxPods).
+    #[arg(long, default_value_t = 110)]
+    pub max_pods: usize,
     /// Which controllers to run, comma-separated: job, cronjob, ttl, podgc (empty: none).
     #[arg(long, default_value = "job,cronjob,ttl,podgc")]
     pub controllers: String,
@@ -39,6 +42,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         listen: args.listen,
         executor: args.executor,
         watch_history_events: args.watch_history_events,
+        max_pods: args.max_pods,
         controllers,
     })
     .await?;

@@ -1,5 +1,5 @@
-//! Test harness: runs the real `kbatch up --executor none` binary on a temporary data dir and
-//! hands out clients for it.
+//! Test harness: runs the real `kbatch up` binary (`--executor none` unless a test picks one)
+//! on a temporary data dir and hands out clients for it.
 //!
 //! Every test binary includes this module but uses only part of it.
 #![allow(dead_code)]
@@ -85,10 +85,15 @@ impl Server {
         let _ = std::fs::remove_file(self.kubeconfig_path());
         let log = File::create(self.log_path(self.starts)).expect("create the server log file");
         self.starts += 1;
+        // `--executor none` unless the test picks an executor.
+        let executor = if self.extra_args.iter().any(|a| a == "--executor") {
+            &[][..]
+        } else {
+            &["--executor", "none"][..]
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_kbatch"))
             .arg("up")
-            .arg("--executor")
-            .arg("none")
+            .args(executor)
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--listen")

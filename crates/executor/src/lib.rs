@@ -1,0 +1,168 @@
+//! kbatch-executor: the local node (kbatch's kubelet).
+//!
+//! It is an API client only: it registers a Node and renews its Lease (`node`), binds
+//! unscheduled pods to itself within its pod capacity (`binder`), and runs each bound pod
+//! (`worker`) through a runtime — host processes (`process`) or a simulation (`simulate`) —
+//! reporting status through `pods/status` as kubelet does (`status`). Container output goes to
+//! log files in `kbatch_api::podlog`'s layout (`logs`), which the API server serves.
+
+mod backoff;
+mod binder;
+pub mod duration;
+mod env;
+pub mod expand;
+mod logs;
+mod machine;
+mod manager;
+mod node;
+mod process;
+mod runtime;
+mod simulate;
+mod state;
+mod status;
+mod worker;
+
+use std::path::PathBuf;
+
+pub use node::{HOST_IP, LEASE_NAMESPACE};
+
+/// How containers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKind {
+    /// Each container's command runs as a host process.
+    Process,
+    /// No processes: containers "run" for the time their pod's annotations say.
+    Simulate,
+}
+
+/// The node's identity, runtime and limits.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// The Node this executor registers and binds pods to.
+    pub node_name: String,
+    pub runtime: RuntimeKind,
+    /// Logs live under `data_dir/logs`, executor state and default working dirs under
+    /// `data_dir/executor`.
+    pub data_dir: PathBuf,
+    /// At most this many non-terminal pods are bound to the node at once.
+    pub max_pods: usize,
+}
+
+impl ExecutorConfig {
+    /// kubelet's defaults: node `kbatch-node`, 110 pods, the process runtime.
+    pub fn new(data_dir: PathBuf) -> ExecutorConfig {
+        ExecutorConfig {
+            node_name: "kbatch-node".to_string(),
+            runtime: RuntimeKind::Process,
+            data_dir,
+            max_pods: 110,
+        }
+    }
+
+    /// Where container logs are written (and served from).
+    pub fn log_dir(&self) -> PathBuf {
+        self.data_dir.join("logs")
+    }
+
+    pub(crate) fn state_dir(&self) -> PathBuf {
+        self.data_dir.join("executor").join("state")
+    }
+
+    pub(crate) fn pods_dir(&self) -> PathBuf {
+        self.data_dir.join("executor").join("pods")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    #[error("registering node {node}: {source}")]
+    Register {
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("creating {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Run the executor until `shutdown` turns true. On shutdown, running containers are stopped;
+/// their pods are reported Failed by the next start (see `worker`'s restart handling).
+pub async fn run(
+    client: kube::Client,
+    config: ExecutorConfig,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ExecutorError> {
+    for dir in [config.log_dir(), config.state_dir(), config.pods_dir()] {
+        std::fs::create_dir_all(&dir).map_err(|source| ExecutorError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    let machine = machine::Machine::detect();
+    let node = register_with_retries(&client, &machine, &config, &mut shutdown).await?;
+    let Some(node) = node else {
+        return Ok(());
+    };
+    tracing::info!(
+        node = %config.node_name,
+        runtime = ?config.runtime,
+        max_pods = config.max_pods,
+        cpus = machine.cpus,
+        "executor registered its node"
+    );
+    let heartbeat = tokio::spawn(node::heartbeat(
+        client.clone(),
+        machine,
+        config.clone(),
+        node,
+        shutdown.clone(),
+    ));
+    manager::run(client, config, shutdown).await;
+    let _ = heartbeat.await;
+    Ok(())
+}
+
+/// Registering fails only while the API server is unreachable: retry for a while.
+async fn register_with_retries(
+    client: &kube::Client,
+    machine: &machine::Machine,
+    config: &ExecutorConfig,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<kbatch_api::k8s_openapi::api::core::v1::Node>, ExecutorError> {
+    let mut delay = std::time::Duration::from_millis(100);
+    let mut attempt = 0;
+    loop {
+        match node::register(client, machine, config).await {
+            Ok(n) => return Ok(Some(n)),
+            Err(e) if attempt < 10 => {
+                tracing::warn!(error = %e, attempt, "registering the node; retrying");
+            }
+            Err(source) => {
+                return Err(ExecutorError::Register {
+                    node: config.node_name.clone(),
+                    source,
+                });
+            }
+        }
+        attempt += 1;
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.changed() => return Ok(None),
+        }
+        delay = (delay * 2).min(std::time::Duration::from_secs(5));
+    }
+}
+
+/// Time helpers shared by the modules.
+pub(crate) mod time {
+    use jiff::Timestamp;
+
+    /// `metav1.Time` carries whole seconds: truncate so that what is compared is what is stored.
+    pub fn seconds(t: Timestamp) -> Timestamp {
+        Timestamp::from_second(t.as_second()).unwrap_or(t)
+    }
+}

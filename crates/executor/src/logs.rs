@@ -1,0 +1,144 @@
+//! Writing container output to its log file as CRI records (`kbatch_api::podlog`'s format):
+//! each stream is split into lines, long lines into partial records, and every record is
+//! appended with one write so that stdout and stderr records never interleave mid-record.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use kbatch_api::podlog::{MAX_RECORD_CONTENT, Stream, encode_record};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Splits a byte stream into records: `(partial, content)`.
+#[derive(Debug, Default)]
+pub struct LineSplitter {
+    pending: Vec<u8>,
+}
+
+impl LineSplitter {
+    /// Take `data`; complete lines (and over-long pieces) come out as records.
+    pub fn feed(&mut self, data: &[u8], out: &mut Vec<(bool, Vec<u8>)>) {
+        let mut rest = data;
+        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+            self.pending.extend_from_slice(&rest[..i]);
+            self.flush_long(out);
+            out.push((false, std::mem::take(&mut self.pending)));
+            rest = &rest[i + 1..];
+        }
+        self.pending.extend_from_slice(rest);
+        self.flush_long(out);
+    }
+
+    /// Pieces of a line longer than a record holds go out as partial records.
+    fn flush_long(&mut self, out: &mut Vec<(bool, Vec<u8>)>) {
+        while self.pending.len() > MAX_RECORD_CONTENT {
+            let tail = self.pending.split_off(MAX_RECORD_CONTENT);
+            out.push((true, std::mem::replace(&mut self.pending, tail)));
+        }
+    }
+
+    /// End of stream: output without a final newline stays a partial record, so the log
+    /// reproduces exactly what was written.
+    pub fn finish(&mut self, out: &mut Vec<(bool, Vec<u8>)>) {
+        if !self.pending.is_empty() {
+            out.push((true, std::mem::take(&mut self.pending)));
+        }
+    }
+}
+
+/// A container run's log file, shared by its stdout and stderr pumps.
+pub type LogFile = Arc<Mutex<std::fs::File>>;
+
+fn append(file: &LogFile, stream: Stream, records: &mut Vec<(bool, Vec<u8>)>) {
+    if records.is_empty() {
+        return;
+    }
+    let now = jiff::Timestamp::now();
+    let mut buf = Vec::new();
+    for (partial, content) in records.drain(..) {
+        buf.clear();
+        encode_record(now, stream, partial, &content, &mut buf);
+        let Ok(mut f) = file.lock() else {
+            return;
+        };
+        if let Err(e) = f.write_all(&buf) {
+            tracing::warn!(error = %e, "writing a container log");
+            return;
+        }
+    }
+}
+
+/// Copy one output stream of a process into its log file until the stream closes.
+pub async fn pump(mut reader: impl AsyncRead + Unpin, stream: Stream, file: LogFile) {
+    let mut splitter = LineSplitter::default();
+    let mut buf = vec![0u8; 8192];
+    let mut records = Vec::new();
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                splitter.feed(&buf[..n], &mut records);
+                append(&file, stream, &mut records);
+            }
+        }
+    }
+    splitter.finish(&mut records);
+    append(&file, stream, &mut records);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(chunks: &[&[u8]]) -> Vec<(bool, Vec<u8>)> {
+        let mut s = LineSplitter::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            s.feed(c, &mut out);
+        }
+        s.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn splits_lines_across_reads() {
+        let out = split(&[b"hel", b"lo\nwor", b"ld\n\nend"]);
+        assert_eq!(
+            out,
+            vec![
+                (false, b"hello".to_vec()),
+                (false, b"world".to_vec()),
+                (false, b"".to_vec()),
+                (true, b"end".to_vec()),
+            ]
+        );
+    }
+
+    #[test]
+    fn long_lines_become_partial_records() {
+        let long = vec![b'x'; MAX_RECORD_CONTENT * 2 + 5];
+        let mut input = long.clone();
+        input.push(b'\n');
+        let out = split(&[&input]);
+        assert_eq!(out.len(), 3);
+        assert!(out[0].0 && out[1].0 && !out[2].0);
+        assert_eq!(out[2].1.len(), 5);
+        let joined: Vec<u8> = out.iter().flat_map(|(_, c)| c.clone()).collect();
+        assert_eq!(joined, long);
+    }
+
+    #[tokio::test]
+    async fn pump_writes_cri_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        let file = Arc::new(Mutex::new(std::fs::File::create(&path).unwrap()));
+        pump(&b"a\nb"[..], Stream::Stderr, file).await;
+        let text = std::fs::read(&path).unwrap();
+        let rendered = kbatch_api::podlog::render(&text, &Default::default());
+        assert_eq!(rendered, b"a\nb");
+        let first = String::from_utf8(text).unwrap();
+        assert!(
+            first.lines().next().unwrap().ends_with(" stderr F a"),
+            "{first}"
+        );
+    }
+}

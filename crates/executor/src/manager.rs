@@ -1,0 +1,208 @@
+//! The executor's main loop: one watch over all pods feeds the binder's index and one worker per
+//! pod bound to this node (each worker gets the latest version of its pod; the channel closes
+//! when the object is gone).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use kbatch_api::k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::binder::{self, PodIndex};
+use crate::worker::{self, Context};
+use crate::{ExecutorConfig, state};
+
+struct Manager {
+    ctx: Arc<Context>,
+    index: PodIndex,
+    workers: HashMap<String, watch::Sender<Arc<Pod>>>,
+    tasks: JoinSet<()>,
+    binds: JoinSet<(String, Result<(), kube::Error>)>,
+    shutdown: watch::Receiver<bool>,
+    /// Pods seen during a (re-)list; the ones missing at its end are gone.
+    listing: Option<HashSet<String>>,
+    swept: bool,
+}
+
+pub async fn run(
+    client: kube::Client,
+    config: ExecutorConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let mut events = watcher(pods).boxed();
+    let mut m = Manager {
+        ctx: Arc::new(Context { client, config }),
+        index: PodIndex::default(),
+        workers: HashMap::new(),
+        tasks: JoinSet::new(),
+        binds: JoinSet::new(),
+        shutdown: shutdown.clone(),
+        listing: None,
+        swept: false,
+    };
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let retry = m.index.next_retry();
+        tokio::select! {
+            ev = events.next() => match ev {
+                Some(Ok(ev)) => m.on_event(ev).await,
+                Some(Err(e)) => tracing::warn!(error = %e, "watching pods"),
+                None => break,
+            },
+            Some(done) = m.binds.join_next(), if !m.binds.is_empty() => {
+                if let Ok((uid, result)) = done {
+                    if let Err(e) = &result {
+                        tracing::debug!(%uid, error = %e, "binding a pod");
+                    }
+                    m.index.bind_done(&uid, result.is_ok(), Instant::now());
+                }
+            },
+            Some(_) = m.tasks.join_next(), if !m.tasks.is_empty() => {},
+            _ = sleep_until(retry) => {},
+            changed = shutdown.changed() => {
+                // A dropped sender means nobody can stop us any more: stop now.
+                if changed.is_err() {
+                    break;
+                }
+            },
+        }
+        m.bind_what_fits();
+    }
+    m.binds.abort_all();
+    // Workers see the same shutdown signal and stop their containers.
+    while m.tasks.join_next().await.is_some() {}
+}
+
+fn watcher(pods: Api<Pod>) -> impl futures::Stream<Item = Result<Event<Pod>, watcher::Error>> {
+    watcher::watcher(pods, watcher::Config::default()).default_backoff()
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => futures::future::pending().await,
+    }
+}
+
+impl Manager {
+    async fn on_event(&mut self, ev: Event<Pod>) {
+        match ev {
+            Event::Init => self.listing = Some(HashSet::new()),
+            Event::InitApply(pod) => {
+                if let (Some(seen), Some(uid)) = (self.listing.as_mut(), pod.metadata.uid.clone()) {
+                    seen.insert(uid);
+                }
+                self.apply(pod);
+            }
+            Event::InitDone => {
+                let seen = self.listing.take().unwrap_or_default();
+                let gone: Vec<String> = self
+                    .workers
+                    .keys()
+                    .filter(|uid| !seen.contains(*uid))
+                    .cloned()
+                    .collect();
+                for uid in gone {
+                    self.remove(&uid);
+                }
+                if !self.swept {
+                    self.swept = true;
+                    sweep_leftovers(&self.ctx.config, &seen).await;
+                }
+            }
+            Event::Apply(pod) => self.apply(pod),
+            Event::Delete(pod) => {
+                if let Some(uid) = pod.metadata.uid.as_deref() {
+                    self.remove(uid);
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, pod: Pod) {
+        let node = self.ctx.config.node_name.clone();
+        self.index.observe(&pod, &node);
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        let on_this_node =
+            pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str());
+        if !on_this_node {
+            return;
+        }
+        let pod = Arc::new(pod);
+        match self.workers.get(&uid) {
+            Some(tx) => {
+                tx.send_replace(pod);
+            }
+            None => {
+                let (tx, rx) = watch::channel(pod);
+                self.workers.insert(uid, tx);
+                self.tasks
+                    .spawn(worker::run(self.ctx.clone(), rx, self.shutdown.clone()));
+            }
+        }
+    }
+
+    fn remove(&mut self, uid: &str) {
+        self.index.forget(uid);
+        // Dropping the sender tells the worker its pod is gone.
+        self.workers.remove(uid);
+    }
+
+    fn bind_what_fits(&mut self) {
+        let node = self.ctx.config.node_name.clone();
+        for c in self
+            .index
+            .take_bindable(self.ctx.config.max_pods, Instant::now())
+        {
+            let client = self.ctx.client.clone();
+            let node = node.clone();
+            self.binds.spawn(async move {
+                let result = binder::bind(client, &c, &node).await;
+                (c.uid, result)
+            });
+        }
+    }
+}
+
+/// After the first list: what a previous run left for pods that no longer exist — processes,
+/// state files, logs and working directories — is removed.
+async fn sweep_leftovers(config: &ExecutorConfig, existing: &HashSet<String>) {
+    for rec in state::load_all(&config.state_dir()) {
+        if existing.contains(&rec.uid) {
+            continue;
+        }
+        for p in &rec.processes {
+            state::kill_leftover(p).await;
+        }
+        state::remove(&config.state_dir(), &rec.uid);
+    }
+    let uid_of_log_dir = |name: &str| name.rsplit('_').next().map(str::to_string);
+    for (dir, uid_of) in [
+        (
+            config.log_dir(),
+            &uid_of_log_dir as &dyn Fn(&str) -> Option<String>,
+        ),
+        (config.pods_dir(), &|name: &str| Some(name.to_string())),
+    ] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if uid_of(&name).is_some_and(|uid| !existing.contains(&uid)) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The process runtime: a container run is a host process in its own process group, with
+//! stdout and stderr pumped into its log file. Stop signals go to the whole group, and once the
+//! main process has exited the rest of its group is killed, as a container's processes end with
+//! it — so no process outlives its container.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kbatch_api::podlog::Stream;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::env::Launch;
+use crate::runtime::{Exit, Started, StopSignal};
+
+/// How long the log pumps may take to drain after the process group is gone.
+const PUMP_DRAIN: Duration = Duration::from_secs(2);
+
+fn signal_group(pgid: i32, sig: Signal) {
+    // Never 0 or 1: killpg would reach our own group or init's.
+    if pgid > 1 {
+        // ESRCH: the group is already gone, which is what was wanted.
+        let _ = killpg(Pid::from_raw(pgid), sig);
+    }
+}
+
+/// kubelet/runc's wording for a command that cannot be executed.
+fn start_error(program: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("exec: {program:?}: executable file not found in $PATH")
+        }
+        std::io::ErrorKind::PermissionDenied => format!("exec: {program:?}: permission denied"),
+        _ => format!("exec: {program:?}: {e}"),
+    }
+}
+
+fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+pub fn start(launch: &Launch, workdir: &Path, log_file: PathBuf) -> Result<Started, String> {
+    let Some((program, args)) = launch.argv.split_first() else {
+        return Err("no command to run".to_string());
+    };
+    std::fs::create_dir_all(workdir)
+        .map_err(|e| format!("creating the working directory {}: {e}", workdir.display()))?;
+    let log = open_log(&log_file)
+        .map_err(|e| format!("opening the log file {}: {e}", log_file.display()))?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so that signals reach everything the container starts.
+        .process_group(0)
+        .kill_on_drop(false);
+    let mut child = cmd.spawn().map_err(|e| start_error(program, &e))?;
+    let Some(pid) = child.id() else {
+        return Err("the process exited before it could be tracked".to_string());
+    };
+    let start_ticks = crate::state::start_ticks(pid);
+    let log = Arc::new(Mutex::new(log));
+    let mut pumps = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        pumps.push(tokio::spawn(crate::logs::pump(
+            out,
+            Stream::Stdout,
+            log.clone(),
+        )));
+    }
+    if let Some(err) = child.stderr.take() {
+        pumps.push(tokio::spawn(crate::logs::pump(err, Stream::Stderr, log)));
+    }
+    let (stop, mut stop_rx) = mpsc::unbounded_channel();
+    let (exit_tx, exit) = oneshot::channel();
+    let pgid = i32::try_from(pid).unwrap_or(0);
+    tokio::spawn(async move {
+        let status = loop {
+            tokio::select! {
+                status = child.wait() => break status,
+                sig = stop_rx.recv() => match sig {
+                    Some(StopSignal::Term) => signal_group(pgid, Signal::SIGTERM),
+                    Some(StopSignal::Kill) => signal_group(pgid, Signal::SIGKILL),
+                    None => {
+                        // Nobody will ask again: make sure nothing is left running.
+                        signal_group(pgid, Signal::SIGKILL);
+                        break child.wait().await;
+                    }
+                },
+            }
+        };
+        // What the main process left behind in its group ends with it.
+        signal_group(pgid, Signal::SIGKILL);
+        for pump in pumps {
+            let abort = pump.abort_handle();
+            if tokio::time::timeout(PUMP_DRAIN, pump).await.is_err() {
+                abort.abort();
+            }
+        }
+        let exit = match status {
+            Ok(s) => match (s.code(), s.signal()) {
+                (Some(code), _) => Exit {
+                    exit_code: code,
+                    signal: None,
+                    finished_at: jiff::Timestamp::now(),
+                },
+                (None, Some(sig)) => Exit::signaled(sig),
+                (None, None) => Exit::signaled(9),
+            },
+            Err(e) => {
+                tracing::warn!(pid, error = %e, "waiting for a container process");
+                Exit::signaled(9)
+            }
+        };
+        let _ = exit_tx.send(exit);
+    });
+    Ok(Started {
+        pid: Some(pid),
+        start_ticks,
+        stop,
+        exit,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(argv: &[&str]) -> Launch {
+        Launch {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("X".into(), "42".into()),
+            ],
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_with_env_and_workdir_and_logs_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("logs/main/0.log");
+        let s = start(
+            &launch(&["sh", "-c", "echo $X; pwd; echo oops >&2; exit 3"]),
+            &dir.path().join("wd"),
+            log.clone(),
+        )
+        .unwrap();
+        let exit = s.exit.await.unwrap();
+        assert_eq!((exit.exit_code, exit.signal), (3, None));
+        let out = kbatch_api::podlog::render(&std::fs::read(&log).unwrap(), &Default::default());
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("42\n"), "{text}");
+        assert!(text.contains("/wd\n"), "{text}");
+        assert!(text.contains("oops\n"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn term_stops_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = start(
+            &launch(&["sh", "-c", "sleep 1000 & wait"]),
+            dir.path(),
+            dir.path().join("0.log"),
+        )
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s.stop.send(StopSignal::Term).unwrap();
+        let exit = tokio::time::timeout(Duration::from_secs(5), s.exit)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit.exit_code, 143);
+        // Nothing of the group is left alive (zombies awaiting their reaper do not count).
+        let pgid = s.pid.unwrap().to_string();
+        let alive = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                let Some(i) = stat.rfind(')') else {
+                    return false;
+                };
+                let f: Vec<&str> = stat[i + 1..].split_whitespace().collect();
+                f.len() > 2 && f[2] == pgid && f[0] != "Z"
+            })
+            .count();
+        assert_eq!(alive, 0);
+    }
+
+    #[test]
+    fn missing_program_is_a_start_error() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _g = rt.enter();
+        let dir = tempfile::tempdir().unwrap();
+        let e = start(
+            &launch(&["no-such-program-kbatch"]),
+            dir.path(),
+            dir.path().join("0.log"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "exec: \"no-such-program-kbatch\": executable file not found in $PATH"
+        );
+    }
+}

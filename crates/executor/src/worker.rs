@@ -1,0 +1,991 @@
+//! One pod bound to this node, from its first sight to its removal: run init containers in
+//! order and then the regular ones, restart them per restartPolicy with crash back-off, enforce
+//! activeDeadlineSeconds, stop everything on deletion (SIGTERM, SIGKILL after the grace
+//! period), report status whenever it changes, and finally delete the object and its logs.
+//!
+//! After an executor restart, a pod that had started containers under the previous run cannot
+//! be followed (its processes are no longer our children, their exit codes are lost): leftover
+//! processes are killed and the pod is reported Failed with reason `ExecutorRestarted`, so that
+//! no controller counts it twice or waits for it forever.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use jiff::Timestamp;
+use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
+use kbatch_api::podlog;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::backoff::{CrashBackoff, go_string};
+use crate::runtime::{self, Exit, Plan, StopSignal};
+use crate::state::{self, PodState, ProcessRecord};
+use crate::status::{self, ContainerRecord, Finish, PodView, RunState, Terminated};
+use crate::{ExecutorConfig, RuntimeKind};
+
+pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub const MESSAGE_DEADLINE_EXCEEDED: &str =
+    "Pod was active on the node longer than the specified deadline";
+pub const REASON_EXECUTOR_RESTARTED: &str = "ExecutorRestarted";
+pub const MESSAGE_EXECUTOR_RESTARTED: &str = "the executor restarted while this pod was running: \
+     its containers were stopped and their exit codes are unknown";
+const REASON_CONFIG_ERROR: &str = "CreateContainerConfigError";
+const REASON_CONTAINER_UNKNOWN: &str = "ContainerStatusUnknown";
+const MESSAGE_CONTAINER_UNKNOWN: &str =
+    "The container could not be located when the pod was terminated";
+/// kubelet's default `terminationGracePeriodSeconds`.
+const DEFAULT_GRACE_SECONDS: i64 = 30;
+/// On executor shutdown, processes get at most this long after SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Wait before retrying a failed API call.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// What every worker shares.
+pub struct Context {
+    pub client: kube::Client,
+    pub config: ExecutorConfig,
+}
+
+/// Run the pod whose latest version `pods` carries; the channel closes when the object is gone.
+pub async fn run(
+    ctx: Arc<Context>,
+    pods: watch::Receiver<Arc<Pod>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let mut w = Worker::new(ctx, pods, shutdown);
+    let outcome = if is_terminal(&w.latest) {
+        Outcome::Finished
+    } else if w.started_before() {
+        w.fail_after_restart().await
+    } else {
+        w.run_containers().await
+    };
+    match outcome {
+        Outcome::Finished => w.wait_for_removal().await,
+        Outcome::Vanished => w.cleanup(),
+        Outcome::Shutdown => {}
+    }
+}
+
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Terminal status written.
+    Finished,
+    /// The object is gone.
+    Vanished,
+    /// The executor is stopping.
+    Shutdown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    Deleted,
+    Deadline,
+    Shutdown,
+    Vanished,
+}
+
+struct Stopping {
+    reason: StopReason,
+    kill_at: Instant,
+}
+
+struct Active {
+    run: u32,
+    pid: Option<u32>,
+    stop: mpsc::UnboundedSender<StopSignal>,
+    term_sent: bool,
+    kill_sent: bool,
+}
+
+struct Slot {
+    init: bool,
+    record: ContainerRecord,
+    /// `None` when the container can't start (its record says why).
+    plan: Option<Plan>,
+    runs: u32,
+    backoff: CrashBackoff,
+    active: Option<Active>,
+    exited_at: Option<std::time::Instant>,
+    restart_at: Option<Instant>,
+}
+
+enum Sync {
+    Done,
+    Retry,
+    Gone,
+}
+
+struct Worker {
+    ctx: Arc<Context>,
+    api: Api<Pod>,
+    namespace: String,
+    name: String,
+    uid: String,
+    latest: Arc<Pod>,
+    /// The status this worker last wrote (what the server stores, as far as it knows).
+    written: Option<PodStatus>,
+    pods: watch::Receiver<Arc<Pod>>,
+    pod_gone: bool,
+    shutdown: watch::Receiver<bool>,
+    shutting_down: bool,
+    // The run of the pod's containers.
+    slots: Vec<Slot>,
+    restart_policy: String,
+    start_time: Timestamp,
+    /// When the pod started here (`start_time` as an Instant).
+    started: Instant,
+    deadline: Option<Instant>,
+    stopping: Option<Stopping>,
+    finish: Option<Finish>,
+    exits: FuturesUnordered<BoxFuture<'static, (usize, u32, Option<Exit>)>>,
+    state: Option<PodState>,
+    status_retry_at: Option<Instant>,
+}
+
+impl Worker {
+    fn new(
+        ctx: Arc<Context>,
+        mut pods: watch::Receiver<Arc<Pod>>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Worker {
+        let latest = pods.borrow_and_update().clone();
+        let namespace = latest.metadata.namespace.clone().unwrap_or_default();
+        let api = Api::namespaced(ctx.client.clone(), &namespace);
+        let shutting_down = *shutdown.borrow();
+        Worker {
+            api,
+            name: latest.metadata.name.clone().unwrap_or_default(),
+            uid: latest.metadata.uid.clone().unwrap_or_default(),
+            namespace,
+            latest,
+            written: None,
+            pods,
+            pod_gone: false,
+            shutting_down,
+            shutdown,
+            ctx,
+            slots: Vec::new(),
+            restart_policy: "Always".to_string(),
+            start_time: crate::time::seconds(Timestamp::now()),
+            started: Instant::now(),
+            deadline: None,
+            stopping: None,
+            finish: None,
+            exits: FuturesUnordered::new(),
+            state: None,
+            status_retry_at: None,
+        }
+    }
+
+    fn config(&self) -> &ExecutorConfig {
+        &self.ctx.config
+    }
+
+    /// Containers of this pod ran under an earlier executor run.
+    fn started_before(&self) -> bool {
+        if state::path_for(&self.config().state_dir(), &self.uid).exists() {
+            return true;
+        }
+        let status = self.latest.status.clone().unwrap_or_default();
+        status
+            .container_statuses
+            .iter()
+            .flatten()
+            .chain(status.init_container_statuses.iter().flatten())
+            .any(|cs| {
+                let state = cs.state.clone().unwrap_or_default();
+                state.running.is_some()
+                    || state.terminated.is_some()
+                    || cs
+                        .last_state
+                        .as_ref()
+                        .is_some_and(|l| l.terminated.is_some())
+                    || cs.restart_count > 0
+            })
+    }
+
+    // ---- the normal run -------------------------------------------------------------
+
+    async fn run_containers(&mut self) -> Outcome {
+        self.prepare();
+        loop {
+            if self.shutting_down && self.stopping.is_none() {
+                self.stop(StopReason::Shutdown, SHUTDOWN_GRACE);
+            }
+            self.step(Instant::now());
+            let idle = self.slots.iter().all(|s| s.active.is_none());
+            match self.stopping.as_ref().map(|s| s.reason) {
+                Some(StopReason::Vanished) if idle => return Outcome::Vanished,
+                Some(StopReason::Shutdown) if idle => return Outcome::Shutdown,
+                Some(StopReason::Vanished) | Some(StopReason::Shutdown) => {}
+                _ => {
+                    let due = self.status_retry_at.is_none_or(|t| t <= Instant::now());
+                    if due {
+                        match self.sync_status().await {
+                            Sync::Done => {
+                                if self.finish.is_some() && idle {
+                                    self.forget_state();
+                                    return Outcome::Finished;
+                                }
+                            }
+                            Sync::Retry => {}
+                            // The object is gone; the channel closing stops what runs.
+                            Sync::Gone => {}
+                        }
+                    }
+                }
+            }
+            self.wait_for_event().await;
+        }
+    }
+
+    fn prepare(&mut self) {
+        let pod = self.latest.clone();
+        let spec = pod.spec.clone().unwrap_or_default();
+        self.restart_policy = spec
+            .restart_policy
+            .clone()
+            .unwrap_or_else(|| "Always".to_string());
+        let inits = spec.init_containers.clone().unwrap_or_default();
+        let waiting_reason = if inits.is_empty() {
+            "ContainerCreating"
+        } else {
+            "PodInitializing"
+        };
+        let default_workdir = self.config().pods_dir().join(&self.uid);
+        let mut config_error = false;
+        let all = inits
+            .iter()
+            .map(|c| (true, c))
+            .chain(spec.containers.iter().map(|c| (false, c)));
+        for (init, c) in all {
+            let plan = if init && c.restart_policy.as_deref() == Some("Always") {
+                Err(crate::env::ConfigError(format!(
+                    "init container {:?} has restartPolicy Always: sidecar containers are not \
+                     supported by the executor",
+                    c.name
+                )))
+            } else {
+                match self.config().runtime {
+                    RuntimeKind::Process => crate::env::launch(&pod, c).map(|launch| {
+                        let workdir = c
+                            .working_dir
+                            .as_deref()
+                            .filter(|d| !d.is_empty())
+                            .map_or_else(|| default_workdir.clone(), PathBuf::from);
+                        Plan::Process { launch, workdir }
+                    }),
+                    RuntimeKind::Simulate if init => Ok(crate::simulate::init_plan()),
+                    RuntimeKind::Simulate => crate::simulate::plan(&pod),
+                }
+            };
+            let mut record =
+                ContainerRecord::new(&c.name, c.image.as_deref().unwrap_or(""), waiting_reason);
+            let plan = match plan {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    config_error = true;
+                    record.state = RunState::Waiting {
+                        reason: REASON_CONFIG_ERROR.to_string(),
+                        message: Some(e.0),
+                    };
+                    None
+                }
+            };
+            self.slots.push(Slot {
+                init,
+                record,
+                plan,
+                runs: 0,
+                backoff: CrashBackoff::default(),
+                active: None,
+                exited_at: None,
+                restart_at: None,
+            });
+        }
+        if config_error {
+            // The spec can't change, so no restart can help: the pod fails before it starts.
+            self.finish = Some(Finish {
+                failed: true,
+                reason: None,
+                message: None,
+            });
+            return;
+        }
+        self.started = Instant::now();
+        if self.config().runtime == RuntimeKind::Process {
+            let st = PodState::new(
+                &self.config().state_dir(),
+                &self.namespace,
+                &self.name,
+                &self.uid,
+            );
+            // Recorded before anything starts, so a crash right after a start is noticed.
+            if let Err(e) = st.save() {
+                tracing::warn!(pod = %self.name, error = %e, "writing the executor state file");
+            }
+            self.state = Some(st);
+        }
+        self.on_pod_update();
+    }
+
+    fn grace(&self) -> Duration {
+        let meta = self.latest.metadata.deletion_grace_period_seconds;
+        let spec = self
+            .latest
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds);
+        let secs = meta.or(spec).unwrap_or(DEFAULT_GRACE_SECONDS);
+        Duration::from_secs(u64::try_from(secs).unwrap_or(0))
+    }
+
+    fn stop(&mut self, reason: StopReason, grace: Duration) {
+        let kill_at = Instant::now() + grace;
+        match &mut self.stopping {
+            Some(s) => {
+                s.kill_at = s.kill_at.min(kill_at);
+                // Vanishing and shutting down end the run without a final status.
+                if matches!(reason, StopReason::Vanished | StopReason::Shutdown) {
+                    s.reason = reason;
+                }
+            }
+            None => self.stopping = Some(Stopping { reason, kill_at }),
+        }
+    }
+
+    fn on_pod_update(&mut self) {
+        // activeDeadlineSeconds may be changed on a running pod; it counts from the start.
+        self.deadline = self
+            .latest
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .map(|s| self.started + Duration::from_secs(s));
+        if self.latest.metadata.deletion_timestamp.is_some() && self.finish.is_none() {
+            let grace = self.grace();
+            self.stop(StopReason::Deleted, grace);
+        }
+    }
+
+    /// Move the pod forward as far as it can go now.
+    fn step(&mut self, now: Instant) {
+        if let Some(stop) = &self.stopping {
+            let (reason, kill_at) = (stop.reason, stop.kill_at);
+            let kill_now = now >= kill_at || reason == StopReason::Vanished;
+            for slot in &mut self.slots {
+                slot.restart_at = None;
+                if let Some(a) = &mut slot.active {
+                    if !a.term_sent {
+                        a.term_sent = true;
+                        let _ = a.stop.send(StopSignal::Term);
+                    }
+                    if kill_now && !a.kill_sent {
+                        a.kill_sent = true;
+                        let _ = a.stop.send(StopSignal::Kill);
+                    }
+                }
+            }
+            let idle = self.slots.iter().all(|s| s.active.is_none());
+            if idle && self.finish.is_none() {
+                self.finish = Some(match reason {
+                    StopReason::Deadline => Finish {
+                        failed: true,
+                        reason: Some(REASON_DEADLINE_EXCEEDED.to_string()),
+                        message: Some(MESSAGE_DEADLINE_EXCEEDED.to_string()),
+                    },
+                    _ => Finish {
+                        failed: false,
+                        reason: None,
+                        message: None,
+                    },
+                });
+            }
+            return;
+        }
+        if self.finish.is_some() {
+            return;
+        }
+        if self.deadline.is_some_and(|d| now >= d) {
+            let grace = self.grace();
+            self.stop(StopReason::Deadline, grace);
+            return self.step(now);
+        }
+        // Init containers, one at a time, in order.
+        for i in 0..self.slots.len() {
+            if !self.slots[i].init {
+                break;
+            }
+            let slot = &self.slots[i];
+            if slot.active.is_some() {
+                return;
+            }
+            if slot.record.exit_code() == Some(0) && slot.restart_at.is_none() {
+                continue;
+            }
+            if self.due(i, now) {
+                self.start(i);
+                // Finished already (a start error)? Look again on the next step.
+            }
+            return;
+        }
+        let mut all_done = true;
+        for i in 0..self.slots.len() {
+            if self.slots[i].init {
+                continue;
+            }
+            if self.slots[i].active.is_none() && self.due(i, now) {
+                self.start(i);
+            }
+            let s = &self.slots[i];
+            if s.active.is_some() || s.restart_at.is_some() || s.runs == 0 {
+                all_done = false;
+            }
+        }
+        if all_done && !self.exits.is_empty() {
+            all_done = false;
+        }
+        if all_done {
+            self.finish = Some(Finish {
+                failed: false,
+                reason: None,
+                message: None,
+            });
+        }
+    }
+
+    fn due(&self, i: usize, now: Instant) -> bool {
+        let s = &self.slots[i];
+        s.plan.is_some()
+            && match s.restart_at {
+                Some(t) => t <= now,
+                None => s.runs == 0,
+            }
+    }
+
+    fn start(&mut self, i: usize) {
+        let log_dir = self.config().log_dir();
+        let (ns, name, uid) = (self.namespace.clone(), self.name.clone(), self.uid.clone());
+        let slot = &mut self.slots[i];
+        let Some(plan) = slot.plan.clone() else {
+            return;
+        };
+        let run = slot.runs;
+        let container = slot.record.name.clone();
+        let log_file = podlog::log_file(&log_dir, &ns, &name, &uid, &container, run);
+        let container_id = podlog::container_id(&uid, &container, run);
+        let now = Timestamp::now();
+        if run > 0 {
+            let exited = slot.exited_at.unwrap_or_else(std::time::Instant::now);
+            slot.backoff.restarted(exited, std::time::Instant::now());
+        }
+        slot.runs += 1;
+        slot.restart_at = None;
+        // The run before this one becomes the last state.
+        match std::mem::replace(
+            &mut slot.record.state,
+            RunState::Waiting {
+                reason: String::new(),
+                message: None,
+            },
+        ) {
+            RunState::Terminated(t) => slot.record.last = Some(t),
+            RunState::Waiting { .. } | RunState::Running { .. } => {}
+        }
+        slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
+        match runtime::start(&plan, log_file) {
+            Ok(started) => {
+                slot.record.state = RunState::Running {
+                    started_at: now,
+                    container_id,
+                };
+                slot.active = Some(Active {
+                    run,
+                    pid: started.pid,
+                    stop: started.stop,
+                    term_sent: false,
+                    kill_sent: false,
+                });
+                if let (Some(pid), Some(st)) = (started.pid, self.state.as_mut()) {
+                    let rec = ProcessRecord {
+                        container: container.clone(),
+                        run,
+                        pid,
+                        start_ticks: started.start_ticks.unwrap_or(0),
+                    };
+                    if let Err(e) = st.add(rec) {
+                        tracing::warn!(pod = %name, error = %e, "writing the executor state file");
+                    }
+                }
+                let exit = started.exit;
+                self.exits
+                    .push(Box::pin(async move { (i, run, exit.await.ok()) }));
+                tracing::debug!(namespace = %ns, pod = %name, container = %container, run, "container started");
+            }
+            Err(message) => {
+                tracing::info!(namespace = %ns, pod = %name, container = %container, %message, "container failed to start");
+                slot.record.state = RunState::Terminated(Terminated {
+                    exit_code: 128,
+                    signal: None,
+                    reason: "StartError".to_string(),
+                    message: Some(message),
+                    started_at: None,
+                    finished_at: now,
+                    container_id: Some(container_id),
+                });
+                slot.exited_at = Some(std::time::Instant::now());
+                self.after_exit(i, 128);
+            }
+        }
+    }
+
+    fn on_exit(&mut self, i: usize, run: u32, exit: Option<Exit>) {
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        if slot.active.as_ref().map(|a| a.run) != Some(run) {
+            return;
+        }
+        let active = slot.active.take();
+        // A lost exit report means the run was torn down: report it killed.
+        let exit = exit.unwrap_or_else(|| Exit::signaled(9));
+        let (started_at, container_id) = match &slot.record.state {
+            RunState::Running {
+                started_at,
+                container_id,
+            } => (*started_at, container_id.clone()),
+            _ => (
+                Timestamp::now(),
+                podlog::container_id(&self.uid, &slot.record.name, run),
+            ),
+        };
+        slot.record.state = RunState::Terminated(Terminated::exited(
+            exit.exit_code,
+            exit.signal,
+            started_at,
+            exit.finished_at,
+            container_id,
+        ));
+        slot.exited_at = Some(std::time::Instant::now());
+        if let (Some(pid), Some(st)) = (active.and_then(|a| a.pid), self.state.as_mut())
+            && let Err(e) = st.remove_pid(pid)
+        {
+            tracing::warn!(pod = %self.name, error = %e, "writing the executor state file");
+        }
+        tracing::debug!(pod = %self.name, container = %slot.record.name, run, exit_code = exit.exit_code, "container exited");
+        self.after_exit(i, exit.exit_code);
+    }
+
+    /// Restart per policy (with back-off), or let the pod end.
+    fn after_exit(&mut self, i: usize, exit_code: i32) {
+        if self.stopping.is_some() {
+            return;
+        }
+        let policy = self.restart_policy.clone();
+        let (pod_name, ns, uid) = (self.name.clone(), self.namespace.clone(), self.uid.clone());
+        let slot = &mut self.slots[i];
+        let restart = match (slot.init, policy.as_str()) {
+            (_, "Never") => false,
+            (true, _) | (false, "OnFailure") => exit_code != 0,
+            (false, _) => true,
+        };
+        if restart {
+            let exited = slot.exited_at.unwrap_or_else(std::time::Instant::now);
+            let delay = slot.backoff.delay_after_exit(exited);
+            let since_exit = exited.elapsed();
+            slot.restart_at = Some(Instant::now() + delay.saturating_sub(since_exit));
+            if !delay.is_zero()
+                && let RunState::Terminated(t) = &slot.record.state
+            {
+                slot.record.last = Some(t.clone());
+                slot.record.state = RunState::Waiting {
+                    reason: "CrashLoopBackOff".to_string(),
+                    message: Some(format!(
+                        "back-off {} restarting failed container={} pod={}_{}({})",
+                        go_string(delay),
+                        slot.record.name,
+                        pod_name,
+                        ns,
+                        uid
+                    )),
+                };
+            }
+        } else if slot.init && exit_code != 0 {
+            // A failed init container under Never fails the pod (the phase says Failed).
+            self.finish = Some(Finish {
+                failed: false,
+                reason: None,
+                message: None,
+            });
+        }
+    }
+
+    async fn wait_for_event(&mut self) {
+        let wake = self.next_wake();
+        let has_exits = !self.exits.is_empty();
+        tokio::select! {
+            Some((i, run, exit)) = self.exits.next(), if has_exits => self.on_exit(i, run, exit),
+            changed = self.pods.changed(), if !self.pod_gone => match changed {
+                Ok(()) => {
+                    self.latest = self.pods.borrow_and_update().clone();
+                    self.on_pod_update();
+                }
+                Err(_) => {
+                    self.pod_gone = true;
+                    self.stop(StopReason::Vanished, Duration::ZERO);
+                }
+            },
+            changed = self.shutdown.changed(), if !self.shutting_down => {
+                if changed.is_err() || *self.shutdown.borrow() {
+                    self.shutting_down = true;
+                }
+            },
+            _ = sleep_until(wake) => {}
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let mut wake: Vec<Instant> = Vec::new();
+        match &self.stopping {
+            Some(s) => {
+                if self
+                    .slots
+                    .iter()
+                    .any(|sl| sl.active.as_ref().is_some_and(|a| !a.kill_sent))
+                {
+                    wake.push(s.kill_at);
+                }
+            }
+            None => {
+                wake.extend(self.slots.iter().filter_map(|s| s.restart_at));
+                if self.finish.is_none() {
+                    wake.extend(self.deadline);
+                }
+            }
+        }
+        wake.extend(self.status_retry_at);
+        wake.into_iter().min()
+    }
+
+    // ---- status ---------------------------------------------------------------------
+
+    fn view(&self) -> PodView {
+        PodView {
+            init: self
+                .slots
+                .iter()
+                .filter(|s| s.init)
+                .map(|s| s.record.clone())
+                .collect(),
+            main: self
+                .slots
+                .iter()
+                .filter(|s| !s.init)
+                .map(|s| s.record.clone())
+                .collect(),
+            restart_policy: self.restart_policy.clone(),
+            start_time: self.start_time,
+            finish: self.finish.clone(),
+        }
+    }
+
+    /// The latest pod, with the status this worker last wrote (plus other writers' conditions
+    /// as the server has them): what the next status is computed against.
+    fn base_pod(&self) -> Pod {
+        let mut pod = (*self.latest).clone();
+        if let Some(written) = &self.written {
+            let mut s = written.clone();
+            let foreign = pod
+                .status
+                .as_ref()
+                .and_then(|st| st.conditions.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| !status::is_kubelet_condition(&c.type_));
+            let own = s
+                .conditions
+                .take()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| status::is_kubelet_condition(&c.type_));
+            s.conditions = Some(foreign.chain(own).collect());
+            pod.status = Some(s);
+        }
+        pod
+    }
+
+    /// Write the status if it changed; conflicts re-read the pod and try again.
+    async fn sync_status(&mut self) -> Sync {
+        let view = self.view();
+        for _ in 0..5 {
+            let base = self.base_pod();
+            let desired = status::pod_status(&base, &view, Timestamp::now());
+            if base.status.as_ref() == Some(&desired) {
+                self.status_retry_at = None;
+                return Sync::Done;
+            }
+            let mut body = match serde_json::to_value(&desired) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(pod = %self.name, error = %e, "encoding a pod status");
+                    return Sync::Retry;
+                }
+            };
+            // Merge patch: fields this status no longer has must be cleared explicitly.
+            if let Some(m) = body.as_object_mut() {
+                for k in ["message", "reason", "initContainerStatuses"] {
+                    m.entry(k).or_insert(Value::Null);
+                }
+            }
+            let patch = json!({"metadata": {"uid": self.uid}, "status": body});
+            match self
+                .api
+                .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(p) => {
+                    self.written = p.status;
+                    self.status_retry_at = None;
+                    return Sync::Done;
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => match self.api.get(&self.name).await {
+                    Ok(p) if p.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
+                        self.written = p.status.clone();
+                        self.latest = Arc::new(p);
+                    }
+                    Ok(_) => return Sync::Gone,
+                    Err(kube::Error::Api(s)) if s.code == 404 => return Sync::Gone,
+                    Err(e) => {
+                        tracing::warn!(pod = %self.name, error = %e, "re-reading a pod after a conflict");
+                        break;
+                    }
+                },
+                Err(kube::Error::Api(s)) if s.code == 404 => return Sync::Gone,
+                Err(e) => {
+                    tracing::warn!(pod = %self.name, error = %e, "writing a pod status");
+                    break;
+                }
+            }
+        }
+        self.status_retry_at = Some(Instant::now() + RETRY_DELAY);
+        Sync::Retry
+    }
+
+    // ---- after an executor restart ----------------------------------------------------
+
+    async fn fail_after_restart(&mut self) -> Outcome {
+        let state_file = state::path_for(&self.config().state_dir(), &self.uid);
+        let mut killed = 0;
+        if let Some(rec) = state::load(&state_file) {
+            for p in &rec.processes {
+                if state::kill_leftover(p).await {
+                    killed += 1;
+                }
+            }
+        }
+        tracing::info!(
+            namespace = %self.namespace, pod = %self.name, killed,
+            "pod was running under a previous executor run; reporting it failed"
+        );
+        let pod = self.latest.clone();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let old = pod.status.clone().unwrap_or_default();
+        self.restart_policy = spec
+            .restart_policy
+            .clone()
+            .unwrap_or_else(|| "Always".into());
+        self.start_time = old.start_time.as_ref().map_or(self.start_time, |t| t.0);
+        let now = Timestamp::now();
+        let inits = spec.init_containers.clone().unwrap_or_default();
+        for (init, c) in inits
+            .iter()
+            .map(|c| (true, c))
+            .chain(spec.containers.iter().map(|c| (false, c)))
+        {
+            let statuses = if init {
+                &old.init_container_statuses
+            } else {
+                &old.container_statuses
+            };
+            let found = statuses.iter().flatten().find(|s| s.name == c.name);
+            let mut record = match found {
+                Some(cs) => record_from_status(cs),
+                None => ContainerRecord::new(
+                    &c.name,
+                    c.image.as_deref().unwrap_or(""),
+                    "ContainerCreating",
+                ),
+            };
+            if let RunState::Running {
+                started_at,
+                container_id,
+            } = &record.state
+            {
+                record.state = RunState::Terminated(Terminated {
+                    exit_code: 137,
+                    signal: None,
+                    reason: REASON_CONTAINER_UNKNOWN.to_string(),
+                    message: Some(MESSAGE_CONTAINER_UNKNOWN.to_string()),
+                    started_at: Some(*started_at),
+                    finished_at: now,
+                    container_id: Some(container_id.clone()),
+                });
+            }
+            self.slots.push(Slot {
+                init,
+                record,
+                plan: None,
+                runs: 0,
+                backoff: CrashBackoff::default(),
+                active: None,
+                exited_at: None,
+                restart_at: None,
+            });
+        }
+        self.finish = Some(Finish {
+            failed: true,
+            reason: Some(REASON_EXECUTOR_RESTARTED.to_string()),
+            message: Some(MESSAGE_EXECUTOR_RESTARTED.to_string()),
+        });
+        loop {
+            match self.sync_status().await {
+                Sync::Done => {
+                    state::remove(&self.config().state_dir(), &self.uid);
+                    return Outcome::Finished;
+                }
+                Sync::Gone => {
+                    // Wait for the watch to confirm; the object may be held by finalizers.
+                }
+                Sync::Retry => {}
+            }
+            self.wait_for_event().await;
+            if self.pod_gone {
+                return Outcome::Vanished;
+            }
+            if self.shutting_down {
+                return Outcome::Shutdown;
+            }
+        }
+    }
+
+    // ---- after the end ----------------------------------------------------------------
+
+    fn forget_state(&mut self) {
+        if self.state.take().is_some() {
+            state::remove(&self.config().state_dir(), &self.uid);
+        }
+    }
+
+    /// A finished pod stays until it is deleted; then its object is removed (grace 0, as
+    /// kubelet confirms a deletion) and, once gone, its logs and working directory.
+    async fn wait_for_removal(&mut self) {
+        let mut deleted = false;
+        loop {
+            if !deleted && self.latest.metadata.deletion_timestamp.is_some() {
+                let dp = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(Preconditions {
+                        uid: Some(self.uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                match self.api.delete(&self.name, &dp).await {
+                    Ok(_) => deleted = true,
+                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => deleted = true,
+                    Err(e) => {
+                        tracing::warn!(pod = %self.name, error = %e, "removing a deleted pod");
+                    }
+                }
+            }
+            let retry = (!deleted && self.latest.metadata.deletion_timestamp.is_some())
+                .then(|| Instant::now() + RETRY_DELAY);
+            tokio::select! {
+                changed = self.pods.changed() => match changed {
+                    Ok(()) => self.latest = self.pods.borrow_and_update().clone(),
+                    Err(_) => {
+                        self.cleanup();
+                        return;
+                    }
+                },
+                changed = self.shutdown.changed(), if !self.shutting_down => {
+                    if changed.is_err() || *self.shutdown.borrow() {
+                        return;
+                    }
+                },
+                _ = sleep_until(retry) => {}
+            }
+        }
+    }
+
+    /// The object is gone: so are its logs, its default working directory and its state.
+    fn cleanup(&mut self) {
+        let cfg = self.config();
+        let logs = podlog::pod_dir(&cfg.log_dir(), &self.namespace, &self.name, &self.uid);
+        let _ = std::fs::remove_dir_all(logs);
+        let _ = std::fs::remove_dir_all(cfg.pods_dir().join(&self.uid));
+        state::remove(&cfg.state_dir(), &self.uid);
+        tracing::debug!(namespace = %self.namespace, pod = %self.name, "pod removed");
+    }
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => futures::future::pending().await,
+    }
+}
+
+/// A container status as written by an earlier run, back into a record.
+fn record_from_status(cs: &ContainerStatus) -> ContainerRecord {
+    let term = |t: &kbatch_api::k8s_openapi::api::core::v1::ContainerStateTerminated| Terminated {
+        exit_code: t.exit_code,
+        signal: t.signal,
+        reason: t.reason.clone().unwrap_or_default(),
+        message: t.message.clone(),
+        started_at: t.started_at.as_ref().map(|s| s.0),
+        finished_at: t.finished_at.as_ref().map_or_else(Timestamp::now, |f| f.0),
+        container_id: t.container_id.clone(),
+    };
+    let state = cs.state.clone().unwrap_or_default();
+    let run_state = if let Some(r) = &state.running {
+        RunState::Running {
+            started_at: r.started_at.as_ref().map_or_else(Timestamp::now, |s| s.0),
+            container_id: cs.container_id.clone().unwrap_or_default(),
+        }
+    } else if let Some(t) = &state.terminated {
+        RunState::Terminated(term(t))
+    } else {
+        let w = state.waiting.clone().unwrap_or_default();
+        RunState::Waiting {
+            reason: w.reason.unwrap_or_else(|| "ContainerCreating".to_string()),
+            message: w.message,
+        }
+    };
+    ContainerRecord {
+        name: cs.name.clone(),
+        image: cs.image.clone(),
+        restart_count: cs.restart_count,
+        state: run_state,
+        last: cs
+            .last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref())
+            .map(term),
+    }
+}

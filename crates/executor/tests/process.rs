@@ -1,0 +1,425 @@
+//! The process runtime against the real API server: pods are created directly, the executor
+//! binds and runs them, and what it reports is checked.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::*;
+use kbatch_executor::RuntimeKind;
+use kube::api::LogParams;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn true_succeeds_with_kubelet_status() {
+    let c = Cluster::start().await;
+    c.create(pod("ok", &["true"], "Never")).await;
+    let p = c.wait_phase("ok", "Succeeded", 10).await;
+    let spec = p.spec.as_ref().unwrap();
+    assert_eq!(spec.node_name.as_deref(), Some("kbatch-node"));
+    let s = p.status.as_ref().unwrap();
+    assert_eq!(s.pod_ip.as_deref(), Some("127.0.0.1"));
+    assert_eq!(s.host_ip.as_deref(), Some("127.0.0.1"));
+    assert!(s.start_time.is_some());
+    let cs = status_of(&p, "main");
+    let t = cs.state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!(t.exit_code, 0);
+    assert_eq!(t.reason.as_deref(), Some("Completed"));
+    assert!(t.started_at.is_some() && t.finished_at.is_some());
+    let id = cs.container_id.as_deref().unwrap();
+    assert!(
+        id.starts_with("kbatch://") && id.ends_with("/main/0"),
+        "{id}"
+    );
+    assert_eq!(cs.restart_count, 0);
+    assert!(!cs.ready);
+    assert_eq!(condition(&p, "PodScheduled").status, "True");
+    assert_eq!(condition(&p, "Initialized").status, "True");
+    let ready = condition(&p, "Ready");
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason.as_deref(), Some("PodCompleted"));
+    assert!(ready.last_transition_time.is_some());
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonzero_exit_fails_with_its_code() {
+    let c = Cluster::start().await;
+    c.create(pod("bad", &["sh", "-c", "exit 3"], "Never")).await;
+    let p = c.wait_phase("bad", "Failed", 10).await;
+    let t = status_of(&p, "main")
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!((t.exit_code, t.reason.as_deref()), (3, Some("Error")));
+    assert_eq!(condition(&p, "Ready").reason.as_deref(), Some("PodFailed"));
+    // A program that does not exist: kubelet's StartError, exit code 128.
+    c.create(pod("nosuch", &["no-such-program-kbatch"], "Never"))
+        .await;
+    let p = c.wait_phase("nosuch", "Failed", 10).await;
+    let t = status_of(&p, "main")
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!(
+        (t.exit_code, t.reason.as_deref()),
+        (128, Some("StartError"))
+    );
+    assert!(
+        t.message
+            .as_deref()
+            .unwrap_or("")
+            .contains("executable file not found"),
+        "{t:?}"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_field_refs_and_expansion_reach_the_process() {
+    let c = Cluster::start().await;
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "env", "labels": {"batch.kubernetes.io/job-completion-index": "7"},
+            "annotations": {"note": "hello"}},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "busybox",
+            "command": ["sh", "-c"],
+            "args": ["echo name=$POD_NAME ns=$POD_NS idx=$(INDEX) note=$NOTE node=$NODE ip=$IP lit=$LIT uidlen=${#POD_UID} 'esc=$$(INDEX) unknown=$(NOPE)'; pwd"],
+            "env": [
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+                {"name": "INDEX", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}},
+                {"name": "NOTE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['note']"}}},
+                {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": "LIT", "value": "v-$(INDEX)"},
+            ]
+        }]}
+    }))
+    .await;
+    let p = c.wait_phase("env", "Succeeded", 10).await;
+    let uid = p.metadata.uid.clone().unwrap();
+    let logs = c.pods().logs("env", &LogParams::default()).await.unwrap();
+    let mut lines = logs.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "name=env ns=default idx=7 note=hello node=kbatch-node ip=127.0.0.1 lit=v-7 uidlen=36 esc=$(INDEX) unknown=$(NOPE)"
+        ),
+        "{logs}"
+    );
+    // No workingDir: a directory of the pod's own under the data dir.
+    let pwd = lines.next().unwrap_or("");
+    assert!(
+        pwd.ends_with(&uid) && pwd.starts_with(c.data_dir().to_str().unwrap()),
+        "{pwd}"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_failure_restarts_in_place_and_keeps_the_previous_log() {
+    let c = Cluster::start().await;
+    let wd = tempfile::tempdir().unwrap();
+    let mut p = pod(
+        "flaky",
+        &[
+            "sh",
+            "-c",
+            "if [ -f ran ]; then echo second; exit 0; fi; touch ran; echo first; exit 1",
+        ],
+        "OnFailure",
+    );
+    p["spec"]["containers"][0]["workingDir"] = json!(wd.path());
+    c.create(p).await;
+    let p = c.wait_phase("flaky", "Succeeded", 10).await;
+    let cs = status_of(&p, "main");
+    assert_eq!(cs.restart_count, 1);
+    let last = cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!((last.exit_code, last.reason.as_deref()), (1, Some("Error")));
+    assert!(cs.container_id.as_deref().unwrap().ends_with("/main/1"));
+    let pods = c.pods();
+    assert_eq!(
+        pods.logs("flaky", &LogParams::default()).await.unwrap(),
+        "second\n"
+    );
+    let previous = LogParams {
+        previous: true,
+        ..LogParams::default()
+    };
+    assert_eq!(pods.logs("flaky", &previous).await.unwrap(), "first\n");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_loop_backs_off_and_reports_it() {
+    let c = Cluster::start().await;
+    c.create(pod("crash", &["sh", "-c", "exit 2"], "OnFailure"))
+        .await;
+    // First restart is immediate, the next waits 10 s: the container shows CrashLoopBackOff.
+    let p = c
+        .wait_pod("crash", 10, "CrashLoopBackOff", |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|cs| cs.state.as_ref()?.waiting.as_ref()?.reason.clone())
+                .as_deref()
+                == Some("CrashLoopBackOff")
+        })
+        .await;
+    let cs = status_of(&p, "main");
+    assert_eq!(cs.restart_count, 1);
+    let w = cs.state.as_ref().unwrap().waiting.as_ref().unwrap();
+    let msg = w.message.as_deref().unwrap_or("");
+    assert!(
+        msg.starts_with("back-off 10s restarting failed container=main pod=crash_default("),
+        "{msg}"
+    );
+    assert_eq!(
+        cs.last_state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        2
+    );
+    assert_eq!(phase_of(&p), "Running");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_pod_stops_its_process_group_and_removes_it() {
+    let c = Cluster::start().await;
+    let m = marker("delete");
+    let mut p = pod(
+        "sleeper",
+        &["sh", "-c", "echo started; sleep 1000 & wait"],
+        "Never",
+    );
+    p["spec"]["containers"][0]["env"] = json!([{"name": "KBATCH_TEST_MARKER", "value": m}]);
+    c.create(p).await;
+    let p = c.wait_phase("sleeper", "Running", 10).await;
+    let uid = p.metadata.uid.clone().unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "sh and sleep are running",
+        || async { (processes_with_marker(&m).len() >= 2).then_some(()) },
+    )
+    .await;
+    let log_dir = c.log_dir().join(format!("default_sleeper_{uid}"));
+    assert!(log_dir.exists());
+    c.delete("sleeper").await;
+    c.wait_gone("sleeper", 10).await;
+    assert!(
+        processes_with_marker(&m).is_empty(),
+        "processes left behind"
+    );
+    assert!(!log_dir.exists(), "logs removed with the pod");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_reports_the_terminated_state_before_removal() {
+    let c = Cluster::start().await;
+    let mut p = pod("held", &["sleep", "1000"], "Never");
+    // A finalizer keeps the object after the executor's final delete, so the status stays visible.
+    p["metadata"]["finalizers"] = json!(["kbatch.dev/test"]);
+    c.create(p).await;
+    c.wait_phase("held", "Running", 10).await;
+    c.delete("held").await;
+    let p = c.wait_phase("held", "Failed", 10).await;
+    let t = status_of(&p, "main")
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!((t.exit_code, t.signal), (143, Some(15)));
+    // Confirmed with grace 0, as kubelet does.
+    c.wait_pod("held", 10, "grace period 0", |p| {
+        p.metadata.deletion_grace_period_seconds == Some(0)
+    })
+    .await;
+    c.pods()
+        .patch(
+            "held",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    c.wait_gone("held", 10).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_deadline_fails_the_pod() {
+    let c = Cluster::start().await;
+    let m = marker("deadline");
+    let mut p = pod("late", &["sleep", "1000"], "Never");
+    p["spec"]["activeDeadlineSeconds"] = json!(1);
+    p["spec"]["containers"][0]["env"] = json!([{"name": "KBATCH_TEST_MARKER", "value": m}]);
+    c.create(p).await;
+    let p = c.wait_phase("late", "Failed", 10).await;
+    let s = p.status.as_ref().unwrap();
+    assert_eq!(s.reason.as_deref(), Some("DeadlineExceeded"));
+    assert_eq!(
+        s.message.as_deref(),
+        Some("Pod was active on the node longer than the specified deadline")
+    );
+    assert!(processes_with_marker(&m).is_empty());
+
+    // A deadline set on a running pod applies too (counted from its start).
+    c.create(pod("later", &["sleep", "1000"], "Never")).await;
+    c.wait_phase("later", "Running", 10).await;
+    c.pods()
+        .patch(
+            "later",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"activeDeadlineSeconds": 1}})),
+        )
+        .await
+        .unwrap();
+    let p = c.wait_phase("later", "Failed", 10).await;
+    assert_eq!(
+        p.status.as_ref().unwrap().reason.as_deref(),
+        Some("DeadlineExceeded")
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_pods_is_honoured() {
+    let c = Cluster::start_with(RuntimeKind::Process, 2).await;
+    for i in 0..4 {
+        c.create(pod(&format!("p{i}"), &["sleep", "1"], "Never"))
+            .await;
+    }
+    let pods = c.pods();
+    let mut max_running = 0;
+    let mut max_bound_active = 0;
+    let mut done = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while done < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pods did not all finish"
+        );
+        let list = pods.list(&Default::default()).await.unwrap();
+        let phases: HashMap<String, String> = list
+            .items
+            .iter()
+            .map(|p| (p.metadata.name.clone().unwrap(), phase_of(p).to_string()))
+            .collect();
+        let running = phases.values().filter(|p| *p == "Running").count();
+        let bound_active = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.spec.as_ref().unwrap().node_name.is_some()
+                    && !matches!(phase_of(p), "Succeeded" | "Failed")
+            })
+            .count();
+        max_running = max_running.max(running);
+        max_bound_active = max_bound_active.max(bound_active);
+        done = phases.values().filter(|p| *p == "Succeeded").count();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(max_running <= 2, "{max_running} running at once");
+    assert!(max_bound_active <= 2, "{max_bound_active} bound at once");
+    assert_eq!(max_running, 2, "two ran side by side");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_without_command_fails_clearly() {
+    let c = Cluster::start().await;
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nocmd"},
+        "spec": {"restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox", "args": ["echo"]}]}
+    }))
+    .await;
+    let p = c.wait_phase("nocmd", "Failed", 10).await;
+    let w = status_of(&p, "main")
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap();
+    assert_eq!(w.reason.as_deref(), Some("CreateContainerConfigError"));
+    let msg = w.message.unwrap_or_default();
+    assert!(
+        msg.contains("container \"main\" has no command") && msg.contains("process executor"),
+        "{msg}"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_containers_run_first_in_order() {
+    let c = Cluster::start().await;
+    let wd = tempfile::tempdir().unwrap();
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "init"},
+        "spec": {"restartPolicy": "Never",
+            "initContainers": [
+                {"name": "one", "image": "x", "workingDir": wd.path(), "command": ["sh", "-c", "echo one >> order"]},
+                {"name": "two", "image": "x", "workingDir": wd.path(), "command": ["sh", "-c", "echo two >> order"]}
+            ],
+            "containers": [{"name": "main", "image": "x", "workingDir": wd.path(),
+                "command": ["sh", "-c", "echo main >> order; cat order"]}]}
+    }))
+    .await;
+    let p = c.wait_phase("init", "Succeeded", 10).await;
+    for name in ["one", "two"] {
+        let t = init_status_of(&p, name)
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap();
+        assert_eq!(t.exit_code, 0);
+    }
+    let logs = c
+        .pods()
+        .logs(
+            "init",
+            &LogParams {
+                container: Some("main".into()),
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(logs, "one\ntwo\nmain\n");
+
+    // A failing init container under Never fails the pod; the main container never starts.
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "badinit"},
+        "spec": {"restartPolicy": "Never",
+            "initContainers": [{"name": "one", "image": "x", "command": ["false"]}],
+            "containers": [{"name": "main", "image": "x", "command": ["true"]}]}
+    }))
+    .await;
+    let p = c.wait_phase("badinit", "Failed", 10).await;
+    let w = status_of(&p, "main")
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap();
+    assert_eq!(w.reason.as_deref(), Some("PodInitializing"));
+    assert_eq!(condition(&p, "Initialized").status, "False");
+    c.shutdown().await;
+}
