@@ -360,7 +360,13 @@ async fn follow(client: &Client, watched: &[Watched]) -> anyhow::Result<u8> {
         };
         match update {
             Update::Log(l) => {
-                let status = status_lines(&lines, started);
+                // On a terminal the status block is redrawn below the new line; without one,
+                // status lines are printed only when they change.
+                let status = if display.tty {
+                    status_lines(&lines, started)
+                } else {
+                    Vec::new()
+                };
                 display.print(Some(&l), &status);
             }
             Update::Job(job) => {
@@ -411,7 +417,11 @@ async fn follow(client: &Client, watched: &[Watched]) -> anyhow::Result<u8> {
     while let Ok(Some(Update::Log(l))) =
         tokio::time::timeout_at(drain_until.into(), rx.recv()).await
     {
-        let status = status_lines(&lines, started);
+        let status = if display.tty {
+            status_lines(&lines, started)
+        } else {
+            Vec::new()
+        };
         display.print(Some(&l), &status);
     }
     job_task.abort();

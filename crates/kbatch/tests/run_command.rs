@@ -1,0 +1,196 @@
+//! `kbatch run`: the real binary runs manifests on an ephemeral instance with the process
+//! executor and exits with the outcome.
+
+use std::process::{Command, Output};
+
+fn examples(name: &str) -> String {
+    format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kbatch"))
+        .arg("run")
+        .args(["--pod-failure-backoff", "100ms"])
+        .args(args)
+        .output()
+        .expect("run kbatch run")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The `N active` figures of the progress lines of `job`.
+fn active_counts(stdout: &str, job: &str) -> Vec<u32> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("job/{job}: ")))
+        .filter_map(|l| l.split(", ").nth(1)?.strip_suffix(" active")?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn pi_completes_four_times_two_at_a_time() {
+    let out = run(&[&examples("pi.yaml")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("job/pi: Complete, 0 active, 4/4 succeeded, 0 failed"),
+        "{stdout}"
+    );
+    let actives = active_counts(&stdout, "pi");
+    assert!(!actives.is_empty(), "{stdout}");
+    assert!(
+        actives.iter().all(|&a| a <= 2),
+        "more than 2 pods at once: {actives:?}"
+    );
+    // Every pod's output is shown, prefixed with its name.
+    let digits = stdout
+        .lines()
+        .filter(|l| l.starts_with("[pi-") && l.contains("] 3.14159265358979323846"))
+        .count();
+    assert_eq!(digits, 4, "{stdout}");
+}
+
+#[test]
+fn a_failing_job_exits_1_with_its_reason_after_backoff_limit_plus_one_pods() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("fail.yaml");
+    std::fs::write(
+        &manifest,
+        r#"apiVersion: batch/v1
+kind: Job
+metadata: {name: flaky}
+spec:
+  backoffLimit: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "echo attempt; exit 1"]
+"#,
+    )
+    .expect("write manifest");
+    let out = run(&[manifest.to_str().expect("utf-8 path")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "job/flaky failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(
+            "job/flaky: Failed (BackoffLimitExceeded), 0 active, 0/1 succeeded, 3 failed"
+        ),
+        "{stdout}"
+    );
+    let attempts = stdout.lines().filter(|l| l.ends_with("] attempt")).count();
+    assert_eq!(attempts, 3, "backoffLimit 2 means 3 pods: {stdout}");
+}
+
+#[test]
+fn a_pod_failure_policy_fails_the_job_at_once() {
+    let out = run(&[&examples("pod-failure-policy.yaml")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "job/fail-fast failed: PodFailurePolicy: Container main for pod default/fail-fast-"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("failed with exit code 42 matching FailJob rule at index 0"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_indexed_job_gives_each_pod_its_index() {
+    let out = run(&[&examples("indexed.yaml")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for i in 0..5 {
+        assert!(
+            stdout.contains(&format!("{i} squared is {}", i * i)),
+            "index {i} missing:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn invalid_input_exits_2_with_the_field_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("bad.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: bad}\nspec:\n  template:\n    spec:\n      containers: [{name: c, image: x, command: [\"true\"]}]\n",
+    )
+    .expect("write manifest");
+    let out = run(&[manifest.to_str().expect("utf-8 path")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(r#"spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never""#),
+        "{stderr}"
+    );
+
+    let out = run(&[dir
+        .path()
+        .join("missing.yaml")
+        .to_str()
+        .expect("utf-8 path")]);
+    assert_eq!(out.status.code(), Some(2));
+    let garbage = dir.path().join("garbage.yaml");
+    std::fs::write(&garbage, "kind: [unclosed\n").expect("write");
+    let out = run(&[garbage.to_str().expect("utf-8 path")]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not valid YAML"), "{stderr}");
+}
+
+#[test]
+fn keep_leaves_the_data_dir_to_inspect() {
+    let out = run(&["--executor", "simulate", "--keep", &examples("pi.yaml")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let kept = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("kept the data dir "))
+        .and_then(|l| l.split(';').next())
+        .expect("the kept dir is named");
+    let kubeconfig = std::path::Path::new(kept).join("kubeconfig");
+    assert!(kubeconfig.is_file(), "{stdout}");
+    std::fs::remove_dir_all(kept).expect("clean up");
+}
