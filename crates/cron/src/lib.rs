@@ -408,3 +408,59 @@ fn bits(min: u64, max: u64, step: u64) -> u64 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod go_duration_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn parses_go_durations() {
+        let ms = Duration::from_millis;
+        for (input, want) in [
+            ("0", Duration::ZERO),
+            ("5s", ms(5000)),
+            ("1500ms", ms(1500)),
+            ("1.5s", ms(1500)),
+            (".5s", ms(500)),
+            ("1m30s", ms(90_000)),
+            ("1h", ms(3_600_000)),
+            ("2h45m", ms(9_900_000)),
+            ("100us", Duration::from_micros(100)),
+            ("100µs", Duration::from_micros(100)),
+            ("3ns", Duration::from_nanos(3)),
+            ("+2s", ms(2000)),
+            ("1.000000001s", Duration::from_nanos(1_000_000_001)),
+        ] {
+            assert_eq!(parse_go_duration(input), Ok(want), "{input}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_go_rejects() {
+        for input in [
+            "",
+            "s",
+            "1",
+            "1x",
+            "abc",
+            ".s",
+            "1..5s",
+            "-1s",
+            "9999999999h",
+        ] {
+            assert!(
+                parse_go_duration(input).is_err(),
+                "{input} should be rejected"
+            );
+        }
+        assert_eq!(
+            parse_go_duration("2").unwrap_err(),
+            "time: missing unit in duration \"2\""
+        );
+        assert_eq!(
+            parse_go_duration("2d").unwrap_err(),
+            "time: unknown unit \"d\" in duration \"2d\""
+        );
+    }
+}

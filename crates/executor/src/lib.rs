@@ -8,7 +8,6 @@
 
 mod backoff;
 mod binder;
-pub mod duration;
 mod env;
 pub mod expand;
 mod logs;

@@ -27,7 +27,7 @@ pub fn plan(pod: &Pod) -> Result<Plan, ConfigError> {
     };
     let duration = match ann(DURATION_ANNOTATION) {
         None => Duration::ZERO,
-        Some(v) => crate::duration::parse(&v)
+        Some(v) => kbatch_cron::parse_go_duration(&v)
             .map_err(|e| ConfigError(format!("annotation {DURATION_ANNOTATION}: {e}")))?,
     };
     let exit_code = match ann(EXIT_CODE_ANNOTATION) {
