@@ -195,7 +195,7 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
         "/openapi/v3" => return json_response(StatusCode::OK, &openapi::root()),
         p if p.starts_with("/openapi/v3/") => {
             return match openapi::for_path(&p["/openapi/v3/".len()..]) {
-                Ok(doc) => json_response(StatusCode::OK, &doc),
+                Ok(doc) => json_response(StatusCode::OK, doc),
                 Err(e) => e.into_response(),
             };
         }

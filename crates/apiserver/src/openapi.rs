@@ -1,6 +1,11 @@
 //! OpenAPI v3 documents for the served group-versions: the root index and one document per
 //! group-version, with the operations, their `x-kubernetes-group-version-kind` and the query
-//! parameters clients look for (kubectl's validation needs `fieldValidation` on PATCH).
+//! parameters clients look for (kubectl's validation needs `fieldValidation` on PATCH), and
+//! the schemas of the kinds (for `kubectl explain`). The schemas come from the k8s-openapi
+//! types, generated into `openapi/schemas.json` by `scripts/gen-openapi-schemas.sh`.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
@@ -28,11 +33,25 @@ fn hash(bytes: &[u8]) -> String {
     format!("{h:016X}")
 }
 
+/// Every group-version's document with its path key and content hash, built once: they
+/// depend on nothing but the build.
+fn documents() -> &'static [(String, Value, String)] {
+    static DOCS: OnceLock<Vec<(String, Value, String)>> = OnceLock::new();
+    DOCS.get_or_init(|| {
+        group_versions()
+            .into_iter()
+            .map(|(key, g, v)| {
+                let doc = document(g, v);
+                let h = hash(doc.to_string().as_bytes());
+                (key, doc, h)
+            })
+            .collect()
+    })
+}
+
 pub fn root() -> Value {
     let mut paths = Map::new();
-    for (key, g, v) in group_versions() {
-        let doc = document(g, v);
-        let h = hash(doc.to_string().as_bytes());
+    for (key, _, h) in documents() {
         paths.insert(
             key.clone(),
             json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={h}")}),
@@ -42,12 +61,71 @@ pub fn root() -> Value {
 }
 
 /// The document for `/openapi/v3/<key>`.
-pub fn for_path(key: &str) -> Result<Value, ApiError> {
-    group_versions()
-        .into_iter()
+pub fn for_path(key: &str) -> Result<&'static Value, ApiError> {
+    documents()
+        .iter()
         .find(|(k, _, _)| k == key)
-        .map(|(_, g, v)| document(g, v))
+        .map(|(_, doc, _)| doc)
         .ok_or_else(ApiError::no_route)
+}
+
+/// The generated schemas, keyed by upstream definition name.
+fn all_schemas() -> &'static Map<String, Value> {
+    static SCHEMAS: OnceLock<Map<String, Value>> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        // Generated and checked in: a parse failure is a build defect, caught by the tests.
+        serde_json::from_str(include_str!("../openapi/schemas.json")).unwrap_or_default()
+    })
+}
+
+/// Upstream's definition name of a served kind: `io.k8s.api.<group's first label>.<v>.<Kind>`.
+fn definition_name(r: &Resource) -> String {
+    let package = match r.group {
+        "" => "core",
+        g => g.split('.').next().unwrap_or(g),
+    };
+    format!("io.k8s.api.{package}.{}.{}", r.version, r.kind_name)
+}
+
+/// Names of the definitions `schema` refers to.
+fn refs(schema: &Value, out: &mut Vec<String>) {
+    match schema {
+        Value::Object(m) => {
+            if let Some(r) = m.get("$ref").and_then(Value::as_str)
+                && let Some(name) = r.strip_prefix("#/components/schemas/")
+            {
+                out.push(name.to_string());
+            }
+            m.values().for_each(|v| refs(v, out));
+        }
+        Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+        _ => {}
+    }
+}
+
+/// The schemas of the kinds of one group-version and everything they reference; each kind
+/// carries its `x-kubernetes-group-version-kind`, which is how kubectl finds it.
+fn schemas_for(resources: &[&Resource]) -> Map<String, Value> {
+    let all = all_schemas();
+    let mut todo: Vec<String> = resources.iter().map(|r| definition_name(r)).collect();
+    let mut seen = BTreeSet::new();
+    while let Some(name) = todo.pop() {
+        if let Some(schema) = all.get(&name)
+            && seen.insert(name)
+        {
+            refs(schema, &mut todo);
+        }
+    }
+    let mut out: Map<String, Value> = seen
+        .into_iter()
+        .filter_map(|name| all.get(&name).map(|s| (name, s.clone())))
+        .collect();
+    for r in resources {
+        if let Some(Value::Object(schema)) = out.get_mut(&definition_name(r)) {
+            schema.insert("x-kubernetes-group-version-kind".into(), json!([gvk(r)]));
+        }
+    }
+    out
 }
 
 fn param(name: &str, location: &str, description: &str) -> Value {
@@ -111,10 +189,11 @@ fn document(group: &str, version: &str) -> Value {
         format!("/apis/{group}/{version}")
     };
     let mut paths = Map::new();
-    for r in RESOURCES
+    let served: Vec<&Resource> = RESOURCES
         .iter()
         .filter(|r| r.group == group && r.version == version)
-    {
+        .collect();
+    for r in served.iter().copied() {
         let base = if r.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
         } else {
@@ -158,7 +237,7 @@ fn document(group: &str, version: &str) -> Value {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": format!("v{}.{}.0", crate::discovery::MAJOR, crate::discovery::MINOR)},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas_for(&served)},
     })
 }
 
@@ -201,5 +280,42 @@ mod tests {
         let ns = for_path("api/v1").unwrap();
         assert!(ns["paths"]["/api/v1/namespaces/{name}"]["patch"].is_object());
         assert!(for_path("apis/nope/v1").is_err());
+    }
+
+    /// What `kubectl explain` needs: each kind's schema found by its GVK, and every
+    /// reference resolvable inside the same document.
+    #[test]
+    fn documents_carry_the_kinds_and_their_references() {
+        assert!(all_schemas().len() > 100, "schemas.json did not parse");
+        for (key, kinds) in [
+            ("apis/batch/v1", &["Job", "CronJob"][..]),
+            ("api/v1", &["Pod", "Namespace", "Node", "Event"][..]),
+            ("apis/events.k8s.io/v1", &["Event"][..]),
+            ("apis/coordination.k8s.io/v1", &["Lease"][..]),
+        ] {
+            let doc = for_path(key).unwrap();
+            let schemas = doc["components"]["schemas"].as_object().unwrap();
+            for kind in kinds {
+                let found = schemas.values().filter(|s| {
+                    s["x-kubernetes-group-version-kind"]
+                        .as_array()
+                        .is_some_and(|g| g.iter().any(|g| g["kind"] == *kind))
+                });
+                assert_eq!(found.count(), 1, "{key} {kind}");
+            }
+            let mut names = Vec::new();
+            refs(doc, &mut names);
+            for name in names {
+                assert!(schemas.contains_key(&name), "{key}: dangling $ref {name}");
+            }
+        }
+        let batch = for_path("apis/batch/v1").unwrap();
+        let spec = &batch["components"]["schemas"]["io.k8s.api.batch.v1.JobSpec"];
+        assert_eq!(spec["properties"]["backoffLimit"]["type"], "integer");
+        assert!(
+            batch["components"]["schemas"]
+                .get("io.k8s.api.core.v1.PodSpec")
+                .is_some()
+        );
     }
 }
