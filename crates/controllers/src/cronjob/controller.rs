@@ -253,9 +253,11 @@ impl Inner {
             debug!(cronjob = %key, "cronjob is gone");
             return Ok(None);
         };
+        // Upstream lists the namespace and keeps the Jobs whose controller has the CronJob's
+        // name; the cache's index gives those directly.
         let all: Vec<Job> = self
             .jobs
-            .list_namespace(ns)
+            .list_controlled_by_name(ns, name)
             .into_iter()
             .map(|j| (*j).clone())
             .collect();

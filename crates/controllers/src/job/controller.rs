@@ -324,7 +324,8 @@ impl Inner {
     /// Sends the controlled pods that still carry the tracking finalizer to the orphan queue.
     fn enqueue_orphans_of(&self, job: &Job) {
         let ns = job.namespace().unwrap_or_default();
-        for p in self.pods.list_namespace(&ns) {
+        let uid = job.metadata.uid.as_deref().unwrap_or_default();
+        for p in self.pods.list_controlled_by(&ns, uid) {
             if pods::has_tracking_finalizer(&p) && pods::is_controlled_by(&p, job) {
                 self.orphan_queue.add(object_key(p.as_ref()));
             }
@@ -806,7 +807,10 @@ impl Inner {
         let ns = job.namespace().unwrap_or_default();
         let mut owned = Vec::new();
         let mut adoption_checked = false;
-        for p in self.pods.list_namespace(&ns) {
+        // Pods controlled by another owner are never claimed: only this Job's own pods and
+        // the namespace's orphans need looking at.
+        let uid = job.metadata.uid.as_deref().unwrap_or_default();
+        for p in self.pods.list_controlled_or_orphaned(&ns, uid) {
             match claim_pod(job, &p) {
                 Claim::Owned => owned.push((*p).clone()),
                 Claim::Ignore => {}
