@@ -9,6 +9,10 @@
 //! Run: `cargo build --release -p kbatch -p kbatch-bench-jobs &&
 //! target/release/kbatch-bench-jobs --jobs 1000` (target: 1,000 Jobs in <= 5 s on 2 cores;
 //! `--jobs 10000` for the executor's target of <= 20 s and peak RSS <= 300 MiB).
+//!
+//! `--pods 1000 --parallelism 50 --executor process` runs one Job of 1,000 `/bin/true` pods
+//! 50 at a time instead, then spawns `/bin/true` 1,000 times 50-wide from a shell (`xargs -P`)
+//! and prints the ratio of the two times (target: <= 3x).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -37,6 +41,13 @@ struct Args {
     /// The executor `kbatch up` runs with.
     #[arg(long, default_value = "simulate")]
     executor: String,
+    /// Run one Job of this many pods (completions) instead of single-pod Jobs, and compare
+    /// with spawning `/bin/true` as many times from a shell.
+    #[arg(long)]
+    pods: Option<usize>,
+    /// The Job's parallelism with `--pods`, and the shell's spawn width.
+    #[arg(long, default_value_t = 50)]
+    parallelism: usize,
     /// Extra `kbatch up` flags (e.g. `--concurrent-job-syncs=10`), repeatable.
     #[arg(long = "up-arg", allow_hyphen_values = true)]
     up_args: Vec<String>,
@@ -92,6 +103,37 @@ fn job(i: usize) -> anyhow::Result<Job> {
             "containers": [{"name": "main", "image": "busybox", "command": ["/bin/true"]}]
         }}}
     }))?)
+}
+
+/// One Job of `pods` `/bin/true` pods, `parallelism` at a time.
+fn pods_job(pods: usize, parallelism: usize) -> anyhow::Result<Job> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "bench-pods"},
+        "spec": {
+            "completions": pods,
+            "parallelism": parallelism,
+            "backoffLimit": 0,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox", "command": ["/bin/true"]}]
+            }}
+        }
+    }))?)
+}
+
+/// Wall time of spawning `/bin/true` `n` times, `width` at a time, from a shell.
+fn shell_spawn(n: usize, width: usize) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("seq {n} | xargs -P {width} -I{{}} /bin/true"))
+        .status()
+        .context("running sh")?;
+    if !status.success() {
+        bail!("the shell spawn loop failed: {status}");
+    }
+    Ok(started.elapsed())
 }
 
 fn is_complete(j: &Job) -> bool {
@@ -164,6 +206,10 @@ async fn main() -> anyhow::Result<()> {
         .resource_version
         .unwrap_or_default();
 
+    if let Some(pods) = args.pods {
+        return run_pods(&args, &jobs, &rv, pid, cpu0, pods).await;
+    }
+
     let started = Instant::now();
     let n = args.jobs;
     let watcher = {
@@ -216,5 +262,59 @@ async fn main() -> anyhow::Result<()> {
         100.0 * (cpu1 - cpu0) / total.as_secs_f64()
     );
     println!("server peak RSS {peak:.1} MiB");
+    Ok(())
+}
+
+/// `--pods`: one Job of `pods` pods through `kbatch up`, then the same spawns from a shell.
+async fn run_pods(
+    args: &Args,
+    jobs: &Api<Job>,
+    rv: &str,
+    pid: u32,
+    cpu0: f64,
+    pods: usize,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut stream = jobs
+        .watch(&WatchParams::default().timeout(290), rv)
+        .await?
+        .boxed();
+    jobs.create(&PostParams::default(), &pods_job(pods, args.parallelism)?)
+        .await?;
+    let total = loop {
+        match stream.try_next().await? {
+            Some(WatchEvent::Added(j) | WatchEvent::Modified(j)) => {
+                let failed = j.status.as_ref().and_then(|s| s.failed).unwrap_or(0);
+                if failed > 0 {
+                    bail!("a pod failed: is the executor `process`?");
+                }
+                if is_complete(&j) {
+                    break started.elapsed();
+                }
+            }
+            Some(_) => {}
+            None => bail!("the watch ended before the Job completed"),
+        }
+    };
+    let (cpu1, peak) = usage(pid)?;
+    let shell = shell_spawn(pods, args.parallelism)?;
+    println!("executor        {}", args.executor);
+    println!("pods            {pods} (parallelism {})", args.parallelism);
+    println!("job complete in {:.2} s", total.as_secs_f64());
+    println!(
+        "server CPU      {:.2} s  ({:.0}% of one core)",
+        cpu1 - cpu0,
+        100.0 * (cpu1 - cpu0) / total.as_secs_f64()
+    );
+    println!("server peak RSS {peak:.1} MiB");
+    println!(
+        "shell spawn     {:.2} s  (seq {pods} | xargs -P {} /bin/true)",
+        shell.as_secs_f64(),
+        args.parallelism
+    );
+    println!(
+        "ratio           {:.2}x  (target <= 3x)",
+        total.as_secs_f64() / shell.as_secs_f64()
+    );
     Ok(())
 }
