@@ -493,7 +493,7 @@ pub async fn create(
     body: &[u8],
 ) -> Result<Response, ApiError> {
     let fv = FieldValidation::from_query(q)?;
-    check_field_manager(q)?;
+    check_field_manager(q, "CreateOptions")?;
     let res = t.resource;
     if res.namespaced && t.namespace.is_none() {
         return Err(ApiError::method_not_allowed(
@@ -515,13 +515,14 @@ fn user_agent(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-/// `fieldManager` of a create or update must be a short printable name.
-fn check_field_manager(q: &Query) -> Result<(), ApiError> {
+/// `fieldManager` of a create or update must be a short printable name (422 naming the
+/// options kind, `CreateOptions` or `UpdateOptions`).
+fn check_field_manager(q: &Query, options: &str) -> Result<(), ApiError> {
     let errs = apply::validate_field_manager(q.get("fieldManager").unwrap_or(""));
     if errs.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid("UpdateOptions", "meta.k8s.io", "", &errs))
+        Err(ApiError::invalid(options, "meta.k8s.io", "", &errs))
     }
 }
 
@@ -697,7 +698,7 @@ pub async fn update(
         Change::Patch { content_type, .. } => {
             apply::validate_patch_options(q, *content_type == apply::CONTENT_TYPE)?
         }
-        Change::Replace(_) => check_field_manager(q)?,
+        Change::Replace(_) => check_field_manager(q, "UpdateOptions")?,
     }
     let manager = apply::manager_name(q, &user_agent(headers));
     let mut warnings = Vec::new();

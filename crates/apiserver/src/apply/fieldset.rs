@@ -315,6 +315,19 @@ impl FieldSet {
         }
     }
 
+    /// Whether a `FieldsV1` document mentions any path of this set (or something below
+    /// one): a cheap test that tells which entries an update can change without decoding
+    /// them. It may say yes when the entry would not change; never the other way round.
+    pub fn touches_fields_v1(&self, v: &Value) -> bool {
+        let Value::Object(m) = v else {
+            return true;
+        };
+        self.0.iter().any(|(pe, n)| match m.get(&pe.encode()) {
+            None => false,
+            Some(child) => n.member || n.children.touches_fields_v1(child),
+        })
+    }
+
     /// The `FieldsV1` document.
     pub fn to_fields_v1(&self) -> Value {
         let mut m = Map::new();

@@ -49,7 +49,9 @@ impl Entry {
     /// messages list managers in this order.
     pub fn identifier(&self) -> String {
         let mut m = Map::new();
-        m.insert("manager".into(), json!(self.manager));
+        if !self.manager.is_empty() {
+            m.insert("manager".into(), json!(self.manager));
+        }
         m.insert("operation".into(), json!(self.operation.as_str()));
         if self.operation == Operation::Update {
             m.insert("apiVersion".into(), json!(self.api_version));
@@ -73,9 +75,12 @@ impl Entry {
         s
     }
 
+    /// The entry as upstream serializes it (empty strings omitted).
     fn to_json(&self) -> Value {
         let mut m = Map::new();
-        m.insert("manager".into(), json!(self.manager));
+        if !self.manager.is_empty() {
+            m.insert("manager".into(), json!(self.manager));
+        }
         m.insert("operation".into(), json!(self.operation.as_str()));
         m.insert("apiVersion".into(), json!(self.api_version));
         if let Some(t) = &self.time {
@@ -89,7 +94,7 @@ impl Entry {
         Value::Object(m)
     }
 
-    fn from_json(i: usize, v: &Value) -> Result<Entry, String> {
+    pub fn from_json(i: usize, v: &Value) -> Result<Entry, String> {
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let operation = match s("operation").as_str() {
             "Apply" => Operation::Apply,
@@ -149,27 +154,9 @@ impl Managed {
         Ok(Managed(out))
     }
 
-    /// The wire form, sorted as upstream sorts it (operation, time, manager, apiVersion,
-    /// subresource); none when there are no entries.
+    /// The wire form, sorted as upstream sorts it; none when there are no entries.
     pub fn encode(&self) -> Option<Value> {
-        if self.0.is_empty() {
-            return None;
-        }
-        let mut entries: Vec<&Entry> = self.0.iter().collect();
-        entries.sort_by(|p, q| {
-            p.operation
-                .cmp(&q.operation)
-                .then_with(|| {
-                    p.time
-                        .as_deref()
-                        .unwrap_or("")
-                        .cmp(q.time.as_deref().unwrap_or(""))
-                })
-                .then_with(|| p.manager.cmp(&q.manager))
-                .then_with(|| p.api_version.cmp(&q.api_version))
-                .then_with(|| p.subresource.cmp(&q.subresource))
-        });
-        Some(Value::Array(entries.iter().map(|e| e.to_json()).collect()))
+        encode_with(self, Vec::new())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -179,6 +166,101 @@ impl Managed {
     pub fn drop_empty(&mut self) {
         self.0.retain(|e| !e.set.is_empty());
     }
+
+    /// Keep at most `max` Update entries by merging the oldest into one `ancient-changes`
+    /// entry per apiVersion, as upstream's capManagersManager (which keeps the first one of
+    /// each version as it is until a second one joins it).
+    pub fn cap_updaters(&mut self, max: usize) {
+        let mut updaters: Vec<usize> = (0..self.0.len())
+            .filter(|&i| self.0[i].operation == Operation::Update)
+            .collect();
+        if updaters.len() <= max {
+            return;
+        }
+        let keys: Vec<(String, String)> = self
+            .0
+            .iter()
+            .map(|e| (e.time.clone().unwrap_or_default(), e.identifier()))
+            .collect();
+        updaters.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        let mut slots: Vec<Option<Entry>> =
+            std::mem::take(&mut self.0).into_iter().map(Some).collect();
+        let mut first_of_version: Vec<(String, usize)> = Vec::new();
+        let mut remaining = updaters.len();
+        for &i in &updaters {
+            if remaining <= max {
+                break;
+            }
+            let Some(version) = slots[i].as_ref().map(|e| e.api_version.clone()) else {
+                continue;
+            };
+            let Some(&(_, first)) = first_of_version.iter().find(|(v, _)| *v == version) else {
+                first_of_version.push((version, i));
+                continue;
+            };
+            let bucket = slots.iter().position(|s| {
+                s.as_ref().is_some_and(|e| {
+                    e.manager == ANCIENT_CHANGES
+                        && e.operation == Operation::Update
+                        && e.subresource.is_empty()
+                        && e.api_version == version
+                })
+            });
+            let bucket = match bucket {
+                Some(b) => b,
+                None => {
+                    if let Some(e) = slots[first].as_mut() {
+                        e.manager = ANCIENT_CHANGES.to_string();
+                        e.subresource.clear();
+                    }
+                    first
+                }
+            };
+            if bucket == i {
+                continue;
+            }
+            if let Some(merged) = slots[i].take() {
+                if let Some(b) = slots[bucket].as_mut() {
+                    b.set.union(&merged.set);
+                    b.time = merged.time;
+                }
+                remaining -= 1;
+            }
+        }
+        self.0 = slots.into_iter().flatten().collect();
+    }
+}
+
+/// Where the oldest Update entries go when there are too many.
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// `managed`'s entries plus entries kept in wire form, sorted as upstream sorts them
+/// (operation, time, manager, apiVersion, subresource); none when there are none.
+pub fn encode_with(managed: &Managed, mut raw: Vec<Value>) -> Option<Value> {
+    raw.extend(managed.0.iter().map(Entry::to_json));
+    if raw.is_empty() {
+        return None;
+    }
+    let key = |v: &Value| -> [String; 5] {
+        ["operation", "time", "manager", "apiVersion", "subresource"]
+            .map(|k| v.get(k).and_then(Value::as_str).unwrap_or("").to_string())
+    };
+    raw.sort_by_cached_key(key);
+    Some(Value::Array(raw))
+}
+
+/// Whether a wire-form entry is the one `e` would replace.
+pub fn same_manager_raw(v: &Value, e: &Entry) -> bool {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
+    let operation = match s("operation") {
+        "Apply" => Operation::Apply,
+        "Update" => Operation::Update,
+        _ => return false,
+    };
+    s("manager") == e.manager
+        && operation == e.operation
+        && s("subresource") == e.subresource
+        && (operation == Operation::Apply || s("apiVersion") == e.api_version)
 }
 
 /// Whether a request's managedFields ask for a reset: an empty list, or one empty entry.

@@ -33,6 +33,8 @@ const FIELD_MANAGER_MAX_LENGTH: usize = 128;
 /// Manager that takes the existing fields of an object first applied to without any
 /// managedFields, so that the applier conflicts with what was there.
 const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+/// Upstream's cap on Update entries (older ones are merged into `ancient-changes`).
+const MAX_UPDATE_MANAGERS: usize = 10;
 /// Recursion limit for documents built in code (parsed JSON is limited to 128 levels).
 pub(crate) const MAX_DEPTH: usize = 200;
 
@@ -111,7 +113,12 @@ impl Target {
 
 /// Identity and metadata fields no manager owns (upstream's strip set; a member only, so
 /// `metadata` itself is dropped but not what lies below it).
-fn strip_set() -> FieldSet {
+fn strip_set() -> &'static FieldSet {
+    static STRIP: std::sync::LazyLock<FieldSet> = std::sync::LazyLock::new(build_strip_set);
+    &STRIP
+}
+
+fn build_strip_set() -> FieldSet {
     let mut s = FieldSet::new();
     s.insert(&[field("apiVersion")]);
     s.insert(&[field("kind")]);
@@ -244,11 +251,24 @@ fn record_update(
     manager: &str,
     now: &str,
 ) -> Result<bool, String> {
-    let mut cmp = typed::compare(live, new, &target.schema)?;
-    cmp.exclude(&target.reset);
+    let cmp = typed::compare(live, new, &target.schema, &target.reset)?;
     if cmp.is_same() {
         return Ok(false);
     }
+    record(target, &cmp, managed, manager, now);
+    managed.cap_updaters(MAX_UPDATE_MANAGERS);
+    Ok(true)
+}
+
+/// The Update operation on the entries it concerns: the fields it added or changed move to
+/// `manager`, removed fields leave everyone.
+fn record(
+    target: &Target,
+    cmp: &typed::Comparison,
+    managed: &mut Managed,
+    manager: &str,
+    now: &str,
+) {
     let mut changed = cmp.modified.clone();
     changed.union(&cmp.added);
     // The manager's own earlier entry is one of "the others" here: upstream updates as a
@@ -256,22 +276,22 @@ fn record_update(
     for e in &mut managed.0 {
         e.set = e.set.difference(&changed).difference(&cmp.removed);
     }
-    let mine = changed.difference(&cmp.removed).difference(&strip_set());
+    let mine = changed.difference(&cmp.removed).difference(strip_set());
     managed.drop_empty();
-    if !mine.is_empty() {
-        let fresh = target.entry(manager, Operation::Update);
-        let e = match managed.0.iter().position(|e| e.same_manager(&fresh)) {
-            Some(i) => &mut managed.0[i],
-            None => {
-                managed.0.push(fresh);
-                let last = managed.0.len() - 1;
-                &mut managed.0[last]
-            }
-        };
-        e.set.union(&mine);
-        e.time = Some(now.to_string());
+    if mine.is_empty() {
+        return;
     }
-    Ok(true)
+    let fresh = target.entry(manager, Operation::Update);
+    let i = match managed.0.iter().position(|e| e.same_manager(&fresh)) {
+        Some(i) => i,
+        None => {
+            managed.0.push(fresh);
+            managed.0.len() - 1
+        }
+    };
+    let e = &mut managed.0[i];
+    e.set.union(&mine);
+    e.time = Some(now.to_string());
 }
 
 /// Set `new`'s managedFields for a create by `manager`.
@@ -285,26 +305,86 @@ pub fn track_create(target: &Target, new: &mut Value, manager: &str, now: &str) 
     set_managed_fields(new, &managed);
 }
 
-/// Set `new`'s managedFields for an update of `live` by `manager`. Cheap when nothing
-/// changed: the live entries are kept as they are.
+/// Set `new`'s managedFields for an update of `live` by `manager`.
+///
+/// Controllers write status often, so the common case is kept cheap: only the live entries
+/// that mention a changed path (and the manager's own) are decoded and re-encoded; the
+/// others are copied as they are.
 pub fn track_update(target: &Target, live: &Value, new: &mut Value, manager: &str, now: &str) {
-    let requested = managed_fields(new).cloned();
-    let from_request = target.subresource.is_empty()
-        && requested.is_some()
-        && requested.as_ref() != managed_fields(live);
-    let mut managed = starting_managers(target, Some(live), new);
-    match record_update(target, live, new, &mut managed, manager, now) {
-        Ok(true) => set_managed_fields(new, &managed),
-        Ok(false) if from_request => set_managed_fields(new, &managed),
-        // Unchanged: keep the live entries byte for byte.
-        Ok(false) | Err(_) => {
-            let m = crate::object::meta_mut(new);
-            match managed_fields(live).cloned() {
-                Some(mf) => m.insert("managedFields".into(), mf),
-                None => m.remove("managedFields"),
-            };
+    let requested = managed_fields(new);
+    let live_mf = managed_fields(live);
+    if target.subresource.is_empty()
+        && (managed::is_reset(requested) || requested.is_some_and(|r| Some(r) != live_mf))
+    {
+        // The client set managedFields itself: decode them all.
+        let mut managed = starting_managers(target, Some(live), new);
+        let _ = record_update(target, live, new, &mut managed, manager, now);
+        set_managed_fields(new, &managed);
+        return;
+    }
+    let keep_live = |new: &mut Value| {
+        let m = crate::object::meta_mut(new);
+        match live_mf {
+            Some(mf) => m.insert("managedFields".into(), mf.clone()),
+            None => m.remove("managedFields"),
+        };
+    };
+    let cmp = match typed::compare(live, new, &target.schema, &target.reset) {
+        Ok(c) if !c.is_same() => c,
+        // Unchanged (or not comparable, where upstream keeps the live entries too).
+        _ => return keep_live(new),
+    };
+    let mut changed = cmp.modified.clone();
+    changed.union(&cmp.added);
+    let me = target.entry(manager, Operation::Update);
+    let mut managed = Managed::default();
+    let mut untouched = Vec::new();
+    let live_entries = live_mf
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for (i, v) in live_entries.iter().enumerate() {
+        let touched = managed::same_manager_raw(v, &me)
+            || v.get("fieldsV1")
+                .is_none_or(|f| changed.touches_fields_v1(f) || cmp.removed.touches_fields_v1(f));
+        if !touched {
+            untouched.push(v.clone());
+            continue;
+        }
+        match Entry::from_json(i, v) {
+            Ok(e) => managed.0.push(e),
+            // Undecodable live entries count as none, as upstream.
+            Err(_) => {
+                managed = Managed::default();
+                untouched.clear();
+                break;
+            }
         }
     }
+    record(target, &cmp, &mut managed, manager, now);
+    let updaters = managed
+        .0
+        .iter()
+        .filter(|e| e.operation == Operation::Update)
+        .count()
+        + untouched
+            .iter()
+            .filter(|v| v["operation"] == "Update")
+            .count();
+    if updaters > MAX_UPDATE_MANAGERS {
+        let offset = managed.0.len();
+        for (i, v) in untouched.drain(..).enumerate() {
+            if let Ok(e) = Entry::from_json(offset + i, &v) {
+                managed.0.push(e);
+            }
+        }
+        managed.cap_updaters(MAX_UPDATE_MANAGERS);
+    }
+    let m = crate::object::meta_mut(new);
+    match managed::encode_with(&managed, untouched) {
+        Some(mf) => m.insert("managedFields".into(), mf),
+        None => m.remove("managedFields"),
+    };
 }
 
 fn strip_managed_fields(v: &mut Value) {
@@ -377,9 +457,8 @@ pub fn apply(
         typed::prune(&mut merged, &prev.set, &keep, &target.schema);
     }
 
-    let mut cmp = typed::compare(&live_doc, &merged, &target.schema)
+    let cmp = typed::compare(&live_doc, &merged, &target.schema, &target.reset)
         .map_err(|e| typed_error(target, &merged, &e))?;
-    cmp.exclude(&target.reset);
     let mut changed = cmp.modified.clone();
     changed.union(&cmp.added);
     let conflicts: Vec<(&Entry, FieldSet)> = managed
@@ -396,7 +475,7 @@ pub fn apply(
     }
     let unchanged = cmp.is_same();
     let mut mine = me;
-    mine.set = new_set.difference(&strip_set());
+    mine.set = new_set.difference(strip_set());
     mine.time = if unchanged {
         previous.and_then(|p| p.time)
     } else {

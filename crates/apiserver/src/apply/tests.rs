@@ -15,7 +15,7 @@ fn job_schema() -> Schema {
 fn fields_of(config: &Value) -> Value {
     field_set(config, &job_schema())
         .unwrap()
-        .difference(&strip_set())
+        .difference(strip_set())
         .to_fields_v1()
 }
 
@@ -132,7 +132,7 @@ fn compare_reports_nodes_and_leaves() {
     let s = Schema::for_kind("Pod");
     let a = json!({"spec": {"containers": [{"name": "a", "image": "x"}]}});
     let b = json!({"spec": {"containers": [{"name": "a", "image": "y"}, {"name": "b"}]}});
-    let c = compare(&a, &b, &s).unwrap();
+    let c = compare(&a, &b, &s, &FieldSet::new()).unwrap();
     assert_eq!(
         c.modified.to_fields_v1(),
         json!({"f:spec": {"f:containers": {"k:{\"name\":\"a\"}": {"f:image": {}}}}})
@@ -614,4 +614,89 @@ async fn managed_fields_reset_and_requests_that_are_refused() {
         )
         .await;
     assert_eq!(code, 400, "{v}");
+}
+
+/// The cost of recording a controller's status update next to the rest of the update
+/// pipeline. Run: `cargo test --release -p kbatch-apiserver status_update_cost -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn status_update_cost() {
+    use crate::strategy::{Part, Strategy};
+    use std::time::Instant;
+    let res = crate::resources::by_kind(crate::resources::Kind::Job);
+    let strategy = Strategy::new(res);
+    let (mut live, _) = strategy
+        .decode_and_default(job(json!({"app": "pi"}), None))
+        .unwrap();
+    live["metadata"]["uid"] = json!("u");
+    live["metadata"]["creationTimestamp"] = json!("2024-01-01T00:00:00Z");
+    let create = Target::new("Job", "batch/v1", false);
+    track_create(&create, &mut live, "kubectl-create", "2024-01-01T00:00:00Z");
+    let status = Target::new("Job", "batch/v1", true);
+    let n = 2000;
+    let (mut tracking, mut pipeline) = (0u128, 0u128);
+    for i in 0..n {
+        let mut new = live.clone();
+        new["status"] = json!({"active": 3 + i % 3, "ready": i % 3, "startTime": "2024-01-01T00:00:00Z",
+            "uncountedTerminatedPods": {"succeeded": [format!("uid-{i}")]},
+            "conditions": [{"type": "Suspended", "status": "False", "lastProbeTime": "2024-01-01T00:00:00Z",
+                "lastTransitionTime": "2024-01-01T00:00:00Z", "reason": "Resumed", "message": "m"}]});
+        let t = Instant::now();
+        let (decoded, _) = strategy.decode_and_default(new).unwrap();
+        let t1 = Instant::now();
+        let mut tracked = decoded;
+        track_update(
+            &status,
+            &live,
+            &mut tracked,
+            "job-controller",
+            "2024-01-01T00:00:01Z",
+        );
+        let t2 = Instant::now();
+        let out = strategy
+            .prepare_and_validate_update(tracked, &live, Part::Status)
+            .unwrap();
+        let t3 = Instant::now();
+        tracking += (t2 - t1).as_nanos();
+        pipeline += (t1 - t).as_nanos() + (t3 - t2).as_nanos();
+        live = out;
+    }
+    println!(
+        "per status update: managedFields {:.1} µs, decode/default/prepare/validate {:.1} µs",
+        tracking as f64 / n as f64 / 1000.0,
+        pipeline as f64 / n as f64 / 1000.0
+    );
+}
+
+#[test]
+fn update_entries_are_capped_into_ancient_changes() {
+    let target = Target::new("Job", "batch/v1", false);
+    let mut live = json!({"metadata": {"name": "pi", "labels": {}}});
+    for i in 0..12 {
+        let mut new = live.clone();
+        new["metadata"]["labels"][format!("l{i}")] = json!("v");
+        track_update(
+            &target,
+            &live,
+            &mut new,
+            &format!("m{i:02}"),
+            &format!("2024-01-01T00:00:{i:02}Z"),
+        );
+        live = new;
+    }
+    let m = Managed::decode(live.pointer("/metadata/managedFields")).unwrap();
+    let names: Vec<&str> = m.0.iter().map(|e| e.manager.as_str()).collect();
+    assert_eq!(m.0.len(), 10, "{names:?}");
+    // m00 was kept as the version's first entry and renamed when m01 joined it; m02 too.
+    let ancient = m.0.iter().find(|e| e.manager == "ancient-changes").unwrap();
+    for l in ["l0", "l1", "l2"] {
+        assert!(
+            ancient
+                .set
+                .has(&[field("metadata"), field("labels"), field(l)]),
+            "{l}"
+        );
+    }
+    assert_eq!(ancient.time.as_deref(), Some("2024-01-01T00:00:02Z"));
+    assert!(!names.contains(&"m00") && !names.contains(&"m02") && names.contains(&"m03"));
 }

@@ -121,24 +121,29 @@ impl Comparison {
     pub fn is_same(&self) -> bool {
         self.removed.is_empty() && self.modified.is_empty() && self.added.is_empty()
     }
-
-    /// Drop the paths at or below `fields` (reset fields a strategy overwrites anyway).
-    pub fn exclude(&mut self, fields: &FieldSet) {
-        if fields.is_empty() {
-            return;
-        }
-        self.removed = self.removed.recursive_difference(fields);
-        self.modified = self.modified.recursive_difference(fields);
-        self.added = self.added.recursive_difference(fields);
-    }
 }
 
 /// Compare `lhs` (before) with `rhs` (after), as upstream's `Compare`: leaves are added,
 /// removed or modified; a granular map or list that appears or disappears is itself added or
-/// removed as well; atomic values and values empty on both sides are leaves.
-pub fn compare(lhs: &Value, rhs: &Value, schema: &Schema) -> Result<Comparison, String> {
+/// removed as well; atomic values and values empty on both sides are leaves. Paths at or
+/// below a member of `exclude` are not compared at all (upstream compares, then drops them).
+pub fn compare(
+    lhs: &Value,
+    rhs: &Value,
+    schema: &Schema,
+    exclude: &FieldSet,
+) -> Result<Comparison, String> {
     let mut c = Comparison::default();
-    compare_at(&mut Vec::new(), Some(lhs), Some(rhs), schema, &mut c, 0)?;
+    let exclude = (!exclude.is_empty()).then_some(exclude);
+    compare_at(
+        &mut Vec::new(),
+        Some(lhs),
+        Some(rhs),
+        schema,
+        exclude,
+        &mut c,
+        0,
+    )?;
     Ok(c)
 }
 
@@ -172,11 +177,24 @@ fn leaf(path: &[PathElement], lhs: Option<&Value>, rhs: Option<&Value>, c: &mut 
     }
 }
 
+/// What `exclude` says about field `k`: skip it (`None`), or compare it excluding this.
+fn excluded<'a>(exclude: Option<&'a FieldSet>, k: &str) -> Option<Option<&'a FieldSet>> {
+    let Some(set) = exclude else {
+        return Some(None);
+    };
+    match set.child(&PathElement::Field(k.to_string())) {
+        Some((true, _)) => None,
+        Some((false, below)) => Some(Some(below)),
+        None => Some(None),
+    }
+}
+
 fn compare_at(
     path: &mut Vec<PathElement>,
     lhs: Option<&Value>,
     rhs: Option<&Value>,
     schema: &Schema,
+    exclude: Option<&FieldSet>,
     c: &mut Comparison,
     depth: usize,
 ) -> Result<(), String> {
@@ -202,16 +220,24 @@ fn compare_at(
                     if in_meta && k == "managedFields" {
                         continue;
                     }
+                    let Some(below) = excluded(exclude, k) else {
+                        continue;
+                    };
                     path.push(PathElement::Field(k.clone()));
-                    compare_at(path, Some(lv), r.get(k), &schema.field(k), c, depth + 1)?;
+                    let f = schema.field(k);
+                    compare_at(path, Some(lv), r.get(k), &f, below, c, depth + 1)?;
                     path.pop();
                 }
                 for (k, rv) in r {
-                    if !(l.contains_key(k) || in_meta && k == "managedFields") {
-                        path.push(PathElement::Field(k.clone()));
-                        compare_at(path, None, Some(rv), &schema.field(k), c, depth + 1)?;
-                        path.pop();
+                    if l.contains_key(k) || in_meta && k == "managedFields" {
+                        continue;
                     }
+                    let Some(below) = excluded(exclude, k) else {
+                        continue;
+                    };
+                    path.push(PathElement::Field(k.clone()));
+                    compare_at(path, None, Some(rv), &schema.field(k), below, c, depth + 1)?;
+                    path.pop();
                 }
                 true
             }
@@ -298,6 +324,7 @@ fn compare_items(
                 ls.first().copied(),
                 rs.first().copied(),
                 &elem,
+                None,
                 c,
                 depth + 1,
             )?,
@@ -308,13 +335,13 @@ fn compare_items(
             }
             (a, _) if a >= 2 => {
                 if let Some(r0) = rs.first() {
-                    compare_at(path, None, Some(r0), &elem, c, depth + 1)?;
+                    compare_at(path, None, Some(r0), &elem, None, c, depth + 1)?;
                 }
                 c.removed.insert(path);
             }
             _ => {
                 if let Some(l0) = ls.first() {
-                    compare_at(path, Some(l0), None, &elem, c, depth + 1)?;
+                    compare_at(path, Some(l0), None, &elem, None, c, depth + 1)?;
                 }
                 c.added.insert(path);
             }
