@@ -468,7 +468,22 @@ pub fn apply(
         .filter(|(_, c)| !c.is_empty())
         .collect();
     if !force && !conflicts.is_empty() {
-        return Err(conflict_error(conflicts));
+        // kubectl moving from client-side to server-side apply may take over what its
+        // last-applied annotation says it set (upstream's lastAppliedManager).
+        let Some(allowed) = (manager == KUBECTL)
+            .then(|| last_applied_fields(target, &live_doc))
+            .flatten()
+        else {
+            return Err(conflict_error(conflicts));
+        };
+        let remaining: Vec<(&Entry, FieldSet)> = conflicts
+            .into_iter()
+            .map(|(e, c)| (e, c.difference(&allowed)))
+            .filter(|(_, c)| !c.is_empty())
+            .collect();
+        if !remaining.is_empty() {
+            return Err(conflict_error(remaining));
+        }
     }
     for e in &mut managed.0 {
         e.set = e.set.difference(&changed).difference(&cmp.removed);
@@ -486,7 +501,77 @@ pub fn apply(
 
     let mut object = if unchanged { live_doc } else { merged };
     set_managed_fields(&mut object, &managed);
+    if manager == KUBECTL {
+        sync_last_applied(&mut object, config);
+    }
     Ok(Applied { object })
+}
+
+/// The field manager `kubectl apply --server-side` uses, which upstream lets take over from
+/// client-side apply.
+const KUBECTL: &str = "kubectl";
+/// Client-side apply's record of what it applied.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+fn last_applied_text(v: &Value) -> Option<&str> {
+    v.pointer("/metadata/annotations")?
+        .get(LAST_APPLIED)?
+        .as_str()
+        .filter(|s| !s.is_empty())
+}
+
+/// The fields the last-applied annotation set that still hold its values in `live`.
+fn last_applied_fields(target: &Target, live: &Value) -> Option<FieldSet> {
+    let applied: Value = serde_json::from_str(last_applied_text(live)?).ok()?;
+    if !applied.is_object()
+        || applied.get("apiVersion").and_then(Value::as_str) != Some(&target.api_version)
+    {
+        return None;
+    }
+    let set = typed::field_set(&applied, &target.schema).ok()?;
+    let cmp = typed::compare(&applied, live, &target.schema, &FieldSet::new()).ok()?;
+    Some(
+        set.difference(&cmp.modified)
+            .difference(&cmp.added)
+            .difference(&cmp.removed),
+    )
+}
+
+/// Keep an existing last-applied annotation in step with what kubectl now applies
+/// server-side, so that a later client-side apply still works (upstream's
+/// lastAppliedUpdater): the applied configuration without the annotation, as Go encodes an
+/// unstructured object (keys sorted).
+fn sync_last_applied(object: &mut Value, config: &Value) {
+    if last_applied_text(object).is_none() {
+        return;
+    }
+    let mut applied = config.clone();
+    if let Some(a) = applied
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(LAST_APPLIED);
+    }
+    let text = sorted(applied).to_string();
+    if let Some(a) = object
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.insert(LAST_APPLIED.into(), Value::String(text));
+    }
+}
+
+/// A value with every object's keys in sorted order.
+fn sorted(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
 
 /// Upstream's error for an object that does not fit the schema (500, as upstream).

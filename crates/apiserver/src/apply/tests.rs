@@ -700,3 +700,67 @@ fn update_entries_are_capped_into_ancient_changes() {
     assert_eq!(ancient.time.as_deref(), Some("2024-01-01T00:00:02Z"));
     assert!(!names.contains(&"m00") && !names.contains(&"m02") && names.contains(&"m03"));
 }
+
+#[tokio::test]
+async fn kubectl_takes_over_from_client_side_apply() {
+    let s = server().await;
+    let path = format!("{JOBS}/pi");
+    // What `kubectl apply -f` (client-side) leaves: its annotation and its manager.
+    let applied = job(json!({}), Some(10));
+    let mut created = applied.clone();
+    created["metadata"]["annotations"] =
+        json!({"kubectl.kubernetes.io/last-applied-configuration": applied.to_string()});
+    let (code, _) = s
+        .call(
+            "POST",
+            &format!("{JOBS}?fieldManager=kubectl-client-side-apply"),
+            "application/json",
+            created,
+        )
+        .await;
+    assert_eq!(code, 201);
+    // Another applier conflicts with the client-side applier.
+    let (code, v) = s
+        .apply(&path, "fieldManager=other", job(json!({}), Some(20)))
+        .await;
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(
+        v["details"]["causes"][0]["message"],
+        "conflict with \"kubectl-client-side-apply\" using batch/v1"
+    );
+    // kubectl may take what its last-applied annotation set, and keeps the annotation current.
+    let (code, v) = s
+        .apply(&path, "fieldManager=kubectl", job(json!({}), Some(20)))
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["spec"]["activeDeadlineSeconds"], 20);
+    assert_eq!(owners(&v, &["spec", "activeDeadlineSeconds"]), ["kubectl"]);
+    let annotation =
+        v["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .unwrap();
+    let expected = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"labels": {}, "name": "pi", "namespace": "default"},
+        "spec": {"activeDeadlineSeconds": 20, "template": {"spec": {
+            "containers": [{"command": ["true"], "image": "perl", "name": "pi"}],
+            "restartPolicy": "Never"}}}});
+    assert_eq!(annotation, expected.to_string());
+    // A field someone else changed since is still a conflict.
+    let (code, _) = s
+        .call(
+            "PATCH",
+            &format!("{path}?fieldManager=edit"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"e": "1"}}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (code, v) = s
+        .apply(
+            &path,
+            "fieldManager=kubectl",
+            job(json!({"e": "2"}), Some(20)),
+        )
+        .await;
+    assert_eq!(code, 409, "{v}");
+}
