@@ -261,3 +261,90 @@ async fn kube_rs_patch_apply() {
     assert_eq!(entry.subresource.as_deref(), Some("status"));
     assert_eq!(entry.operation.as_deref(), Some("Apply"));
 }
+
+/// Moving from `kubectl apply` to `kubectl apply --server-side` with a changed field is no
+/// conflict (kubectl's last-applied annotation vouches for it), and cluster-scoped and
+/// other kinds apply as well.
+#[tokio::test]
+async fn kubectl_client_side_to_server_side() {
+    let server = Server::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("job.yaml");
+    let file_arg = file.to_str().expect("utf-8 path").to_string();
+
+    std::fs::write(&file, job_yaml(100, Some("a"))).expect("write job.yaml");
+    let out = kubectl(&server, &["apply", "-f", &file_arg]);
+    assert_eq!(out.trim(), "job.batch/ssa created");
+    assert_eq!(
+        managers(&get_job(&server)),
+        [("kubectl-client-side-apply".into(), "Update".into())]
+    );
+    std::fs::write(&file, job_yaml(200, Some("a"))).expect("write job.yaml");
+    let out = kubectl(&server, &["apply", "--server-side", "-f", &file_arg]);
+    assert_eq!(out.trim(), "job.batch/ssa serverside-applied");
+    let job = get_job(&server);
+    assert_eq!(job["spec"]["activeDeadlineSeconds"], 200);
+    let last: Value = serde_json::from_str(
+        job["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .expect("last-applied annotation kept"),
+    )
+    .expect("annotation is JSON");
+    assert_eq!(last["spec"]["activeDeadlineSeconds"], 200);
+    // And back to client-side apply, which diffs against that annotation.
+    std::fs::write(&file, job_yaml(300, Some("a"))).expect("write job.yaml");
+    let out = kubectl(&server, &["apply", "-f", &file_arg]);
+    assert_eq!(out.trim(), "job.batch/ssa configured");
+    assert_eq!(get_job(&server)["spec"]["activeDeadlineSeconds"], 300);
+
+    let many = dir.path().join("many.yaml");
+    std::fs::write(
+        &many,
+        "apiVersion: v1
+kind: Namespace
+metadata:
+  name: team
+  labels:
+    owner: me
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: tick
+  namespace: team
+spec:
+  schedule: \"*/5 * * * *\"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+          - name: main
+            image: busybox
+",
+    )
+    .expect("write many.yaml");
+    let many_arg = many.to_str().expect("utf-8 path");
+    let out = kubectl(&server, &["apply", "--server-side", "-f", many_arg]);
+    assert_eq!(
+        out.trim(),
+        "namespace/team serverside-applied\ncronjob.batch/tick serverside-applied"
+    );
+    let cj: Value = serde_json::from_str(&kubectl(
+        &server,
+        &[
+            "get",
+            "cronjob",
+            "tick",
+            "-n",
+            "team",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ],
+    ))
+    .expect("cronjob json");
+    assert_eq!(managers(&cj), [("kubectl".into(), "Apply".into())]);
+    assert_eq!(cj["spec"]["suspend"], false, "defaults applied: {cj}");
+}
