@@ -104,6 +104,8 @@ impl Target {
             "Pod" => json!({"metadata": meta, "spec": {"containers": null}, "status": {}}),
             "Namespace" | "Node" => json!({"metadata": meta, "spec": {}, "status": {}}),
             "Lease" => json!({"metadata": meta, "spec": {}}),
+            // The events.k8s.io view has no non-pointer structs of its own.
+            "Event" if self.api_version != "v1" => json!({"metadata": meta}),
             "Event" => json!({"metadata": meta, "involvedObject": {}, "source": {},
                 "reportingComponent": "", "reportingInstance": ""}),
             _ => json!({"metadata": meta}),
@@ -615,11 +617,12 @@ fn conflict_error(mut conflicts: Vec<(&Entry, FieldSet)>) -> ApiError {
         }
         listed.push((who, paths));
     }
-    let message = if causes.len() == 1 {
-        format!(
-            "Apply failed with 1 conflict: conflict with {}: {}",
-            listed[0].0, listed[0].1[0]
-        )
+    let single = match listed.as_slice() {
+        [(who, paths)] if paths.len() == 1 => paths.first().map(|p| (who, p)),
+        _ => None,
+    };
+    let message = if let Some((who, path)) = single {
+        format!("Apply failed with 1 conflict: conflict with {who}: {path}")
     } else {
         let mut lines = Vec::new();
         for (who, paths) in &listed {

@@ -764,3 +764,56 @@ async fn kubectl_takes_over_from_client_side_apply() {
         .await;
     assert_eq!(code, 409, "{v}");
 }
+
+#[test]
+fn deep_bodies_are_refused_not_overflowed() {
+    let deep = format!("{{\"a\": {}1{}}}", "[".repeat(5000), "]".repeat(5000));
+    let t = Target::new("Job", "batch/v1", false);
+    match decode_config(deep.as_bytes()) {
+        Err(e) => assert_eq!(e.code, 400),
+        Ok(config) => {
+            let e = apply(&t, None, &config, "m", false, "2024-01-01T00:00:00Z").unwrap_err();
+            assert!(e.code >= 400);
+        }
+    }
+    let deep_map = format!("{}1{}", "{\"a\": ".repeat(5000), "}".repeat(5000));
+    if let Ok(config) = decode_config(deep_map.as_bytes()) {
+        assert!(apply(&t, None, &config, "m", false, "2024-01-01T00:00:00Z").is_err());
+    }
+}
+
+#[test]
+fn merge_keeps_live_duplicates_the_config_does_not_name() {
+    let s = Schema::for_kind("Pod");
+    let live = json!({"spec": {"containers": [{"name": "c", "env": [
+        {"name": "A", "value": "1"}, {"name": "A", "value": "2"}, {"name": "B", "value": "3"}]}]}});
+    let config =
+        json!({"spec": {"containers": [{"name": "c", "env": [{"name": "B", "value": "4"}]}]}});
+    let m = merge(Some(&live), &config, &s);
+    assert_eq!(
+        m["spec"]["containers"][0]["env"],
+        json!([{"name": "A", "value": "1"}, {"name": "A", "value": "2"}, {"name": "B", "value": "4"}])
+    );
+}
+
+#[tokio::test]
+async fn events_apply_in_both_views() {
+    let s = server().await;
+    let ev = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "e1", "namespace": "default"},
+        "eventTime": "2024-01-01T00:00:00.000000Z", "reportingController": "me", "reportingInstance": "me-1",
+        "action": "Did", "reason": "Because", "type": "Normal", "note": "first",
+        "regarding": {"kind": "Job", "name": "pi", "namespace": "default"}});
+    let path = "/apis/events.k8s.io/v1/namespaces/default/events/e1";
+    let (code, v) = s.apply(path, "fieldManager=recorder", ev.clone()).await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["note"], "first");
+    let mut again = ev;
+    again["note"] = json!("second");
+    let (code, v) = s.apply(path, "fieldManager=recorder", again).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["note"], "second");
+    let core = s.get("/api/v1/namespaces/default/events/e1").await;
+    assert_eq!(core["message"], "second");
+    assert_eq!(core["involvedObject"]["name"], "pi");
+}

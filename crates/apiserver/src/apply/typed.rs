@@ -386,7 +386,7 @@ fn merge_lists(l: &[Value], r: &[Value], schema: &Schema) -> Option<Value> {
     let lk = keyed(l)?;
     let rk = keyed(r)?;
     let lmap: BTreeMap<&PathElement, &Value> = lk.iter().zip(l).rev().collect();
-    let rmap: BTreeMap<&PathElement, &Value> = rk.iter().zip(r).rev().collect();
+    let rset: std::collections::BTreeSet<&PathElement> = rk.iter().collect();
     let mut shared: std::collections::VecDeque<&PathElement> =
         rk.iter().filter(|p| lmap.contains_key(p)).collect();
     let mut out = Vec::with_capacity(l.len().max(r.len()));
@@ -401,7 +401,7 @@ fn merge_lists(l: &[Value], r: &[Value], schema: &Schema) -> Option<Value> {
         if li < lk.len() && ri < rk.len() {
             let pe = &lk[li];
             if *pe == rk[ri] {
-                let merged = merge(lmap.get(pe).copied(), rmap[pe], &elem);
+                let merged = merge(lmap.get(pe).copied(), &r[ri], &elem);
                 push(pe, merged, &mut out);
                 li += 1;
                 ri += 1;
@@ -410,19 +410,20 @@ fn merge_lists(l: &[Value], r: &[Value], schema: &Schema) -> Option<Value> {
                 }
                 continue;
             }
-            if rmap.contains_key(pe) && shared.front().is_some_and(|n| *n != pe) {
+            if rset.contains(pe) && shared.front().is_some_and(|n| *n != pe) {
                 li += 1;
                 continue;
             }
         }
-        if li < lk.len() && !rmap.contains_key(&lk[li]) {
-            push(&lk[li], l[li].clone(), &mut out);
+        if li < lk.len() && !rset.contains(&lk[li]) {
+            // Live items the configuration does not name stay as they are, duplicates too.
+            out.push(l[li].clone());
             li += 1;
             continue;
         }
         if ri < rk.len() {
             let pe = &rk[ri];
-            let merged = merge(lmap.get(pe).copied(), rmap[pe], &elem);
+            let merged = merge(lmap.get(pe).copied(), &r[ri], &elem);
             push(pe, merged, &mut out);
             ri += 1;
             if shared.front() == Some(&pe) {
