@@ -9,6 +9,7 @@ use kbatch_store::{Object, StoreError};
 use serde_json::{Value, json};
 
 use crate::State;
+use crate::apply;
 use crate::error::{ApiError, json_response, raw_json_response};
 use crate::events;
 use crate::object::{self, meta_mut, rfc3339};
@@ -492,32 +493,57 @@ pub async fn create(
     body: &[u8],
 ) -> Result<Response, ApiError> {
     let fv = FieldValidation::from_query(q)?;
-    let mut warnings = Vec::new();
-    let resp = create_checked(st, t, q, headers, body, fv, &mut warnings).await?;
-    Ok(with_warnings(resp, &warnings))
-}
-
-async fn create_checked(
-    st: &State,
-    t: &Target,
-    q: &Query,
-    headers: &HeaderMap,
-    body: &[u8],
-    fv: FieldValidation,
-    warnings: &mut Vec<String>,
-) -> Result<Response, ApiError> {
+    check_field_manager(q, "CreateOptions")?;
     let res = t.resource;
-    let sres = storage_resource(res);
     if res.namespaced && t.namespace.is_none() {
         return Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
         ));
     }
-    let dry_run = q.dry_run()?;
     let v = to_storage_form(res, decode_body(headers, body)?)?;
+    let manager = apply::manager_name(q, &user_agent(headers));
+    let mut warnings = Vec::new();
+    let resp = create_doc(st, t, q, v, fv, Some(&manager), &mut warnings).await?;
+    Ok(with_warnings(resp, &warnings))
+}
+
+fn user_agent(headers: &HeaderMap) -> String {
+    headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// `fieldManager` of a create or update must be a short printable name (422 naming the
+/// options kind, `CreateOptions` or `UpdateOptions`).
+fn check_field_manager(q: &Query, options: &str) -> Result<(), ApiError> {
+    let errs = apply::validate_field_manager(q.get("fieldManager").unwrap_or(""));
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(options, "meta.k8s.io", "", &errs))
+    }
+}
+
+/// Create `v` (storage form). `manager` records the create in managedFields; none when
+/// they are already set (an apply that creates).
+async fn create_doc(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    v: Value,
+    fv: FieldValidation,
+    manager: Option<&str>,
+    warnings: &mut Vec<String>,
+) -> Result<Response, ApiError> {
+    let res = t.resource;
+    let sres = storage_resource(res);
+    let dry_run = q.dry_run()?;
     let strategy = Strategy::new(sres);
     let url_ns = t.namespace.clone().unwrap_or_default();
     let now = rfc3339(st.now());
+    let tracked = apply::Target::new(sres.kind_name, &res.api_version(), false);
     let generate = object::meta_str(&v, "name")
         .is_none()
         .then(|| object::meta_str(&v, "generateName").map(str::to_string));
@@ -530,7 +556,15 @@ async fn create_checked(
             Ok(())
         };
         let mut fill = |m: &mut ObjectMeta| fill_create_meta(m, res.namespaced, &url_ns, &now);
-        let obj = strategy.create(&v, &mut on_unknown, &mut fill)?;
+        let mut track = |mut defaulted: Value| {
+            apply::track_create(&tracked, &mut defaulted, manager.unwrap_or(""), &now);
+            object::meta(&defaulted).and_then(|m| m.get("managedFields").cloned())
+        };
+        let track: Option<&mut dyn FnMut(Value) -> Option<Value>> = match manager {
+            Some(_) => Some(&mut track),
+            None => None,
+        };
+        let obj = strategy.create(&v, &mut on_unknown, &mut fill, track)?;
         let name = object::name(&obj).to_string();
         if res.namespaced {
             ensure_namespace(st, t.namespace.as_deref().unwrap_or("")).await?;
@@ -651,17 +685,32 @@ fn apply_patch(
 }
 
 /// Update (PUT) or patch one object, main resource or status subresource, retrying races the
-/// client did not ask to detect.
+/// client did not ask to detect. An apply patch creates the object when it is missing.
 pub async fn update(
     st: &State,
     t: &Target,
     q: &Query,
+    headers: &HeaderMap,
     change: Change<'_>,
 ) -> Result<Response, ApiError> {
     let fv = FieldValidation::from_query(q)?;
+    match &change {
+        Change::Patch { content_type, .. } => {
+            apply::validate_patch_options(q, *content_type == apply::CONTENT_TYPE)?
+        }
+        Change::Replace(_) => check_field_manager(q, "UpdateOptions")?,
+    }
+    let manager = apply::manager_name(q, &user_agent(headers));
     let mut warnings = Vec::new();
-    let resp = update_checked(st, t, q, change, fv, &mut warnings).await?;
+    let resp = update_checked(st, t, q, change, &manager, fv, &mut warnings).await?;
     Ok(with_warnings(resp, &warnings))
+}
+
+/// A decoded apply request.
+struct ApplyRequest {
+    /// The applied configuration, in the endpoint's form.
+    config: Value,
+    force: bool,
 }
 
 async fn update_checked(
@@ -669,6 +718,7 @@ async fn update_checked(
     t: &Target,
     q: &Query,
     change: Change<'_>,
+    manager: &str,
     fv: FieldValidation,
     warnings: &mut Vec<String>,
 ) -> Result<Response, ApiError> {
@@ -686,36 +736,69 @@ async fn update_checked(
         }
     };
     let dry_run = q.dry_run()?;
+    let applying = match &change {
+        Change::Patch {
+            content_type,
+            patch,
+        } if *content_type == apply::CONTENT_TYPE => {
+            let config = apply::decode_config(patch)?;
+            apply::check_config_type(&config, &res.api_version(), res.kind_name)?;
+            Some(ApplyRequest {
+                config,
+                force: q.bool("force")?,
+            })
+        }
+        _ => None,
+    };
+    let now = rfc3339(st.now());
+    let tracked = apply::Target::new(sres.kind_name, &res.api_version(), part == Part::Status);
     let key = sres.key(&ns, &name);
     let strategy = Strategy::new(sres);
     for _ in 0..MAX_RETRIES {
-        let cur = st
-            .store
-            .get(&key)
-            .ok_or_else(|| ApiError::not_found(res.plural, res.group, &name))?;
-        let old = parse_stored(&cur)?;
-        let client_doc = match &change {
-            Change::Replace(v) => v.clone(),
-            Change::Patch {
-                content_type,
-                patch,
-            } => {
-                let shown = if res.kind == Kind::EventV1 {
-                    events::to_v1(old.clone())
-                } else {
-                    old.clone()
-                };
-                apply_patch(content_type, patch, &shown, res.kind_name)?
+        let Some(cur) = st.store.get(&key) else {
+            // An apply creates what is missing (not through a subresource, as upstream).
+            if let Some(a) = applying.as_ref().filter(|_| part == Part::Main) {
+                let applied = apply::apply(&tracked, None, &a.config, manager, a.force, &now)?;
+                let mut doc = to_storage_form(res, applied.object)?;
+                if object::meta_str(&doc, "name").is_none() {
+                    meta_mut(&mut doc).insert("name".into(), json!(name));
+                }
+                check_name(&doc, &name)?;
+                match create_doc(st, t, q, doc, fv, None, warnings).await {
+                    // Lost a race with a create: apply to that object.
+                    Err(e) if e.reason == "AlreadyExists" => continue,
+                    other => return other,
+                }
             }
+            return Err(ApiError::not_found(res.plural, res.group, &name));
+        };
+        let old = parse_stored(&cur)?;
+        let shown = || {
+            if res.kind == Kind::EventV1 {
+                events::to_v1(old.clone())
+            } else {
+                old.clone()
+            }
+        };
+        let client_doc = match (&change, &applying) {
+            (_, Some(a)) => {
+                apply::apply(&tracked, Some(&shown()), &a.config, manager, a.force, &now)?.object
+            }
+            (Change::Replace(v), None) => v.clone(),
+            (
+                Change::Patch {
+                    content_type,
+                    patch,
+                },
+                None,
+            ) => apply_patch(content_type, patch, &shown(), res.kind_name)?,
         };
         let mut new = to_storage_form(res, client_doc)?;
         let body_name = object::meta_str(&new, "name").unwrap_or("").to_string();
         if body_name.is_empty() {
             meta_mut(&mut new).insert("name".into(), json!(name));
-        } else if body_name != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
+        } else {
+            check_name(&new, &name)?;
         }
         check_namespace(t, &mut new)?;
         // A resourceVersion in the document is a precondition; none means last write wins.
@@ -778,6 +861,10 @@ async fn update_checked(
             }
             m.remove("resourceVersion");
         }
+        // An apply recorded its managers while merging; every other write is an Update.
+        if applying.is_none() {
+            apply::track_update(&tracked, &old, &mut new, manager, &now);
+        }
         let new = strategy.prepare_and_validate_update(new, &old, part)?;
         if object::same_ignoring_rv(&new, &old) {
             return object_response(res, StatusCode::OK, &cur);
@@ -803,6 +890,16 @@ async fn update_checked(
         }
     }
     Err(ApiError::modified_conflict(res.plural, res.group, &name))
+}
+
+fn check_name(v: &Value, name: &str) -> Result<(), ApiError> {
+    let body_name = object::meta_str(v, "name").unwrap_or("");
+    if body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! Requests are routed by path to discovery documents or to a resource target, then to the
 //! verb handlers, which apply kbatch-api's defaulting and validation and write through the store.
 
+pub mod apply;
 pub mod discovery;
 pub mod error;
 pub mod events;
@@ -312,7 +313,7 @@ async fn resource(
         }
         (Method::PUT, Some(_), _) => {
             let v = handlers::decode_body(headers, &read_body(body).await?)?;
-            handlers::update(st, t, q, Change::Replace(v)).await
+            handlers::update(st, t, q, headers, Change::Replace(v)).await
         }
         (Method::PATCH, Some(_), _) => {
             let ct = handlers::content_type(headers);
@@ -321,6 +322,7 @@ async fn resource(
                 st,
                 t,
                 q,
+                headers,
                 Change::Patch {
                     content_type: &ct,
                     patch: &patch,

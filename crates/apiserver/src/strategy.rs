@@ -143,20 +143,23 @@ impl Strategy {
 
     /// The whole create pipeline in one typed pass: decode (handing unknown fields to
     /// `on_unknown` first, as upstream's strict decoding comes before validation), default,
-    /// `fill` the system metadata, prepare, validate (422), encode.
+    /// `fill` the system metadata, `track` the defaulted object (it returns the
+    /// managedFields to record, as upstream's field manager sees the object before the
+    /// kind's preparation), prepare, validate (422), encode.
     pub fn create(
         &self,
         v: &Value,
         on_unknown: &mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
         fill: &mut dyn FnMut(&mut ObjectMeta) -> Result<(), ApiError>,
+        track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
     ) -> Result<Value, ApiError> {
-        dispatch!(self, t_create_pass(v, on_unknown, fill))
+        dispatch!(self, t_create_pass(v, on_unknown, fill, track))
     }
 
     /// Create preparation then validation of an already defaulted document with its system
     /// metadata filled; returns the object to store, or 422.
     pub fn prepare_and_validate_create(&self, v: Value) -> Result<Value, ApiError> {
-        self.create(&v, &mut |_| Ok(()), &mut |_| Ok(()))
+        self.create(&v, &mut |_| Ok(()), &mut |_| Ok(()), None)
     }
 
     /// Update preparation then validation for the main resource or the status subresource.
@@ -186,12 +189,23 @@ impl Strategy {
         v: &Value,
         on_unknown: &mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
         fill: &mut dyn FnMut(&mut ObjectMeta) -> Result<(), ApiError>,
+        track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
     ) -> Result<Value, ApiError> {
         let mut unknown = Vec::new();
         let mut k: K = decode_tracking_unknown(self.res, v, &mut unknown)?;
         on_unknown(unknown)?;
         (rules.default)(&mut k);
         fill(k.metadata_mut())?;
+        if let Some(track) = track {
+            let managed = match track(encode(&k)?) {
+                Some(mf) => Some(
+                    serde_json::from_value(mf)
+                        .map_err(|e| ApiError::internal(format!("encoding managedFields: {e}")))?,
+                ),
+                None => None,
+            };
+            k.metadata_mut().managed_fields = managed;
+        }
         (rules.prepare_create)(&mut k);
         let errs = (rules.validate_create)(&k);
         if !errs.is_empty() {
