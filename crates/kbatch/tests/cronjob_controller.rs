@@ -98,6 +98,25 @@ async fn wait_jobs(jobs: &Api<Job>, cj: &str, n: usize) -> Vec<Job> {
     .await
 }
 
+/// Waits until the CronJob's status lists `jobs` as active: the sync that created them is
+/// over. Changing the CronJob before that races the controller's status write, which then
+/// fails with a conflict and leaves the Job unrecorded (UnexpectedJob), as upstream would.
+async fn wait_recorded(cronjobs: &Api<CronJob>, cj: &str, jobs: &[Job]) {
+    eventually(WAIT, &format!("{cj} records its active Jobs"), || async {
+        let status = cronjobs.get(cj).await.ok()?.status?;
+        let active: Vec<String> = status
+            .active
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|r| r.uid)
+            .collect();
+        jobs.iter()
+            .all(|j| j.metadata.uid.as_ref().is_some_and(|u| active.contains(u)))
+            .then_some(())
+    })
+    .await
+}
+
 async fn event_reasons(client: &Client, kind: &str, name: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
     let lp = ListParams::default().fields(&format!(
@@ -234,7 +253,8 @@ async fn forbid_skips_a_run_while_the_last_one_is_active() {
         .await
         .expect("create");
     make_due(&cronjobs, "forbid").await;
-    wait_jobs(&jobs, "forbid", 1).await;
+    let first = wait_jobs(&jobs, "forbid", 1).await;
+    wait_recorded(&cronjobs, "forbid", &first).await;
     move_to_february(&cronjobs, "forbid").await;
     wait_event(&client, "CronJob", "forbid", "JobAlreadyActive").await;
     assert_eq!(jobs_of(&jobs, "forbid").await.len(), 1);
@@ -254,6 +274,7 @@ async fn replace_deletes_the_active_job_and_starts_a_new_one() {
         .expect("create");
     make_due(&cronjobs, "replace").await;
     let first = wait_jobs(&jobs, "replace", 1).await.remove(0);
+    wait_recorded(&cronjobs, "replace", std::slice::from_ref(&first)).await;
     move_to_february(&cronjobs, "replace").await;
     let now = eventually(WAIT, "the first Job is replaced", || async {
         let l = jobs_of(&jobs, "replace").await;
@@ -281,6 +302,7 @@ async fn allow_runs_concurrently_and_history_limits_prune_finished_jobs() {
         .expect("create");
     make_due(&cronjobs, "hist").await;
     let first = wait_jobs(&jobs, "hist", 1).await.remove(0);
+    wait_recorded(&cronjobs, "hist", std::slice::from_ref(&first)).await;
     move_to_february(&cronjobs, "hist").await;
     // Allow: the second run starts while the first is still active.
     let both = wait_jobs(&jobs, "hist", 2).await;
