@@ -439,14 +439,8 @@ fn strip_managed_fields(v: &mut Value) {
     }
 }
 
-/// How an apply went.
-#[derive(Debug)]
-pub struct Applied {
-    /// The new document with its managedFields (the live one when only ownership changed).
-    pub object: Value,
-}
-
-/// Apply `config` for `manager` to `live` (none: the object is created). `config` must
+/// Apply `config` for `manager` to `live` (none: the object is created): the new document
+/// with its managedFields (the live one when only ownership changed). `config` must
 /// already be checked for apiVersion and kind.
 pub fn apply(
     target: &Target,
@@ -455,15 +449,14 @@ pub fn apply(
     manager: &str,
     force: bool,
     now: &str,
-) -> Result<Applied, ApiError> {
+) -> Result<Value, ApiError> {
     if managed_fields(config).is_some_and(|v| !v.is_null()) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
     let applied_set = typed::field_set(config, &target.schema).map_err(|errs| {
-        let why = if errs.len() == 1 {
-            errs[0].clone()
-        } else {
-            format!("errors:\n  {}", errs.join("\n  "))
+        let why = match errs.as_slice() {
+            [one] => one.clone(),
+            many => format!("errors:\n  {}", many.join("\n  ")),
         };
         typed_error(target, config, &why)
     })?;
@@ -552,7 +545,7 @@ pub fn apply(
     if manager == KUBECTL {
         sync_last_applied(&mut object, config);
     }
-    Ok(Applied { object })
+    Ok(object)
 }
 
 /// The field manager `kubectl apply --server-side` uses, which upstream lets take over from
