@@ -759,7 +759,7 @@ async fn update_checked(
             // An apply creates what is missing (not through a subresource, as upstream).
             if let Some(a) = applying.as_ref().filter(|_| part == Part::Main) {
                 let applied = apply::apply(&tracked, None, &a.config, manager, a.force, &now)?;
-                let mut doc = to_storage_form(res, applied.object)?;
+                let mut doc = to_storage_form(res, applied)?;
                 if object::meta_str(&doc, "name").is_none() {
                     meta_mut(&mut doc).insert("name".into(), json!(name));
                 }
@@ -782,7 +782,7 @@ async fn update_checked(
         };
         let client_doc = match (&change, &applying) {
             (_, Some(a)) => {
-                apply::apply(&tracked, Some(&shown()), &a.config, manager, a.force, &now)?.object
+                apply::apply(&tracked, Some(&shown()), &a.config, manager, a.force, &now)?
             }
             (Change::Replace(v), None) => v.clone(),
             (

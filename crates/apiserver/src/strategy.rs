@@ -196,16 +196,16 @@ impl Strategy {
         on_unknown(unknown)?;
         (rules.default)(&mut k);
         fill(k.metadata_mut())?;
-        if let Some(track) = track {
-            let managed = match track(encode(&k)?) {
-                Some(mf) => Some(
-                    serde_json::from_value(mf)
-                        .map_err(|e| ApiError::internal(format!("encoding managedFields: {e}")))?,
-                ),
-                None => None,
-            };
-            k.metadata_mut().managed_fields = managed;
-        }
+        // The managedFields go into the encoded object: a round trip through the typed form
+        // would copy them twice for nothing.
+        let managed = match track {
+            Some(track) => {
+                let mf = track(encode(&k)?);
+                k.metadata_mut().managed_fields = None;
+                Some(mf)
+            }
+            None => None,
+        };
         (rules.prepare_create)(&mut k);
         let errs = (rules.validate_create)(&k);
         if !errs.is_empty() {
@@ -217,7 +217,13 @@ impl Strategy {
                 &errs,
             ));
         }
-        encode(&k)
+        let mut out = encode(&k)?;
+        if let Some(Some(mf)) = managed
+            && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            m.insert("managedFields".into(), mf);
+        }
+        Ok(out)
     }
 
     fn t_update<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(

@@ -35,7 +35,12 @@ impl PathElement {
     /// The `FieldsV1` key of this element.
     fn encode(&self) -> String {
         match self {
-            PathElement::Field(f) => format!("f:{f}"),
+            PathElement::Field(f) => {
+                let mut s = String::with_capacity(f.len() + 2);
+                s.push_str("f:");
+                s.push_str(f);
+                s
+            }
             PathElement::Key(fields) => {
                 let m: Map<String, Value> = fields.iter().cloned().collect();
                 format!("k:{}", Value::Object(m))
@@ -208,12 +213,30 @@ impl FieldSet {
         let Some((first, rest)) = path.split_first() else {
             return;
         };
-        let node = self.0.entry(first.clone()).or_default();
+        // Clone the element only when the node is new: most inserts share a prefix.
+        let node = match self.0.get_mut(first) {
+            Some(n) => n,
+            None => self.0.entry(first.clone()).or_default(),
+        };
         if rest.is_empty() {
             node.member = true;
         } else {
             node.children.insert(rest);
         }
+    }
+
+    /// Remove the members of `other` (in place; what lies below them stays).
+    pub fn subtract(&mut self, other: &FieldSet) {
+        if other.is_empty() || self.is_empty() {
+            return;
+        }
+        self.0.retain(|pe, n| {
+            if let Some(o) = other.0.get(pe) {
+                n.member &= !o.member;
+                n.children.subtract(&o.children);
+            }
+            !n.is_empty()
+        });
     }
 
     pub fn has(&self, path: &[PathElement]) -> bool {

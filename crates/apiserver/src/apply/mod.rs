@@ -18,6 +18,8 @@ mod schema;
 mod tests;
 mod typed;
 
+use std::sync::LazyLock;
+
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
@@ -94,29 +96,63 @@ impl Target {
 
     /// The object a create compares against: the kind's Go zero value as upstream encodes it
     /// (non-pointer structs present, so that e.g. `spec` is not itself "added").
-    fn empty_object(&self) -> Value {
-        let meta = json!({"creationTimestamp": null});
-        let template = json!({"metadata": meta, "spec": {"containers": null}});
-        match self.kind {
-            "Job" => json!({"metadata": meta, "spec": {"template": template}, "status": {}}),
-            "CronJob" => json!({"metadata": meta, "spec": {"schedule": "", "jobTemplate":
-                {"metadata": meta, "spec": {"template": template}}}, "status": {}}),
-            "Pod" => json!({"metadata": meta, "spec": {"containers": null}, "status": {}}),
-            "Namespace" | "Node" => json!({"metadata": meta, "spec": {}, "status": {}}),
-            "Lease" => json!({"metadata": meta, "spec": {}}),
-            // The events.k8s.io view has no non-pointer structs of its own.
-            "Event" if self.api_version != "v1" => json!({"metadata": meta}),
-            "Event" => json!({"metadata": meta, "involvedObject": {}, "source": {},
-                "reportingComponent": "", "reportingInstance": ""}),
-            _ => json!({"metadata": meta}),
-        }
+    fn empty_object(&self) -> &'static Value {
+        static EMPTY: LazyLock<Vec<(&'static str, bool, Value)>> = LazyLock::new(|| {
+            let meta = json!({"creationTimestamp": null});
+            let template = json!({"metadata": meta, "spec": {"containers": null}});
+            vec![
+                (
+                    "Job",
+                    true,
+                    json!({"metadata": meta, "spec": {"template": template}, "status": {}}),
+                ),
+                (
+                    "CronJob",
+                    true,
+                    json!({"metadata": meta, "spec": {"schedule": "", "jobTemplate":
+                    {"metadata": meta, "spec": {"template": template}}}, "status": {}}),
+                ),
+                (
+                    "Pod",
+                    true,
+                    json!({"metadata": meta, "spec": {"containers": null}, "status": {}}),
+                ),
+                (
+                    "Namespace",
+                    true,
+                    json!({"metadata": meta, "spec": {}, "status": {}}),
+                ),
+                (
+                    "Node",
+                    true,
+                    json!({"metadata": meta, "spec": {}, "status": {}}),
+                ),
+                ("Lease", true, json!({"metadata": meta, "spec": {}})),
+                (
+                    "Event",
+                    true,
+                    json!({"metadata": meta, "involvedObject": {}, "source": {},
+                    "reportingComponent": "", "reportingInstance": ""}),
+                ),
+                // The events.k8s.io view has no non-pointer structs of its own.
+                ("Event", false, json!({"metadata": meta})),
+                ("", false, json!({"metadata": meta})),
+            ]
+        });
+        let core_view = self.api_version == "v1" || self.kind != "Event";
+        EMPTY
+            .iter()
+            .find(|(k, core, _)| *k == self.kind && *core == core_view)
+            .or_else(|| EMPTY.last())
+            .map(|(_, _, v)| v)
+            .unwrap_or(&Value::Null)
     }
 }
 
 /// Identity and metadata fields no manager owns (upstream's strip set; a member only, so
 /// `metadata` itself is dropped but not what lies below it).
 fn strip_set() -> &'static FieldSet {
-    static STRIP: std::sync::LazyLock<FieldSet> = std::sync::LazyLock::new(build_strip_set);
+    static STRIP: LazyLock<FieldSet> = LazyLock::new(build_strip_set);
     &STRIP
 }
 
@@ -257,7 +293,7 @@ fn record_update(
     if cmp.is_same() {
         return Ok(false);
     }
-    record(target, &cmp, managed, manager, now);
+    record(target, cmp, managed, manager, now);
     managed.cap_updaters(MAX_UPDATE_MANAGERS);
     Ok(true)
 }
@@ -266,34 +302,42 @@ fn record_update(
 /// `manager`, removed fields leave everyone.
 fn record(
     target: &Target,
-    cmp: &typed::Comparison,
+    cmp: typed::Comparison,
     managed: &mut Managed,
     manager: &str,
     now: &str,
 ) {
-    let mut changed = cmp.modified.clone();
-    changed.union(&cmp.added);
+    let typed::Comparison {
+        removed,
+        modified,
+        added: mut changed,
+    } = cmp;
+    changed.union(&modified);
     // The manager's own earlier entry is one of "the others" here: upstream updates as a
     // temporary manager and merges afterwards.
     for e in &mut managed.0 {
-        e.set = e.set.difference(&changed).difference(&cmp.removed);
+        e.set.subtract(&changed);
+        e.set.subtract(&removed);
     }
-    let mine = changed.difference(&cmp.removed).difference(strip_set());
+    let mut mine = changed;
+    mine.subtract(&removed);
+    mine.subtract(strip_set());
     managed.drop_empty();
     if mine.is_empty() {
         return;
     }
     let fresh = target.entry(manager, Operation::Update);
-    let i = match managed.0.iter().position(|e| e.same_manager(&fresh)) {
-        Some(i) => i,
-        None => {
-            managed.0.push(fresh);
-            managed.0.len() - 1
+    match managed.0.iter_mut().find(|e| e.same_manager(&fresh)) {
+        Some(e) => {
+            e.set.union(&mine);
+            e.time = Some(now.to_string());
         }
-    };
-    let e = &mut managed.0[i];
-    e.set.union(&mine);
-    e.time = Some(now.to_string());
+        None => managed.0.push(Entry {
+            set: mine,
+            time: Some(now.to_string()),
+            ..fresh
+        }),
+    }
 }
 
 /// Set `new`'s managedFields for a create by `manager`.
@@ -303,7 +347,7 @@ pub fn track_create(target: &Target, new: &mut Value, manager: &str, now: &str) 
     let empty = target.empty_object();
     // Upstream keeps whatever it had when the computation fails (it cannot here, short of
     // a malformed keyed list, which validation rejects anyway).
-    let _ = record_update(target, &empty, new, &mut managed, manager, now);
+    let _ = record_update(target, empty, new, &mut managed, manager, now);
     set_managed_fields(new, &managed);
 }
 
@@ -363,7 +407,7 @@ pub fn track_update(target: &Target, live: &Value, new: &mut Value, manager: &st
             }
         }
     }
-    record(target, &cmp, &mut managed, manager, now);
+    record(target, cmp, &mut managed, manager, now);
     let updaters = managed
         .0
         .iter()
@@ -395,14 +439,8 @@ fn strip_managed_fields(v: &mut Value) {
     }
 }
 
-/// How an apply went.
-#[derive(Debug)]
-pub struct Applied {
-    /// The new document with its managedFields (the live one when only ownership changed).
-    pub object: Value,
-}
-
-/// Apply `config` for `manager` to `live` (none: the object is created). `config` must
+/// Apply `config` for `manager` to `live` (none: the object is created): the new document
+/// with its managedFields (the live one when only ownership changed). `config` must
 /// already be checked for apiVersion and kind.
 pub fn apply(
     target: &Target,
@@ -411,15 +449,14 @@ pub fn apply(
     manager: &str,
     force: bool,
     now: &str,
-) -> Result<Applied, ApiError> {
+) -> Result<Value, ApiError> {
     if managed_fields(config).is_some_and(|v| !v.is_null()) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
     let applied_set = typed::field_set(config, &target.schema).map_err(|errs| {
-        let why = if errs.len() == 1 {
-            errs[0].clone()
-        } else {
-            format!("errors:\n  {}", errs.join("\n  "))
+        let why = match errs.as_slice() {
+            [one] => one.clone(),
+            many => format!("errors:\n  {}", many.join("\n  ")),
         };
         typed_error(target, config, &why)
     })?;
@@ -428,13 +465,15 @@ pub fn apply(
         Some(l) => Managed::decode(managed_fields(l))
             .map_err(|e| ApiError::internal(format!("failed to decode managed fields: {e}")))?,
     };
-    let mut live_doc = live.cloned().unwrap_or_else(|| target.empty_object());
+    let mut live_doc = live
+        .cloned()
+        .unwrap_or_else(|| target.empty_object().clone());
     strip_managed_fields(&mut live_doc);
     if managed.is_empty() && live.is_some() {
         let empty = target.empty_object();
         record_update(
             target,
-            &empty,
+            empty,
             &live_doc,
             &mut managed,
             BEFORE_FIRST_APPLY,
@@ -506,7 +545,7 @@ pub fn apply(
     if manager == KUBECTL {
         sync_last_applied(&mut object, config);
     }
-    Ok(Applied { object })
+    Ok(object)
 }
 
 /// The field manager `kubectl apply --server-side` uses, which upstream lets take over from

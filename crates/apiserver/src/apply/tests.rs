@@ -817,3 +817,46 @@ async fn events_apply_in_both_views() {
     assert_eq!(core["message"], "second");
     assert_eq!(core["involvedObject"]["name"], "pi");
 }
+
+/// The cost of recording a pod create (the API benchmark's write). Run as `status_update_cost`.
+/// Figures are the best of 20 batches: the machine may be shared.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn pod_create_cost() {
+    use crate::strategy::Strategy;
+    use std::time::Instant;
+    let res = crate::resources::by_kind(crate::resources::Kind::Pod);
+    let strategy = Strategy::new(res);
+    let target = Target::new("Pod", "v1", false);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "labels": {"app": "x", "batch.kubernetes.io/job-name": "j"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": true, "blockOwnerDeletion": true}],
+            "finalizers": ["batch.kubernetes.io/job-tracking"]},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
+            "command": ["sh", "-c", "true"], "env": [{"name": "A", "value": "1"}],
+            "resources": {"limits": {"cpu": "1"}}}]}});
+    let batch = 200;
+    let (mut with, mut without) = (f64::MAX, f64::MAX);
+    for _ in 0..20 {
+        let t = Instant::now();
+        for _ in 0..batch {
+            strategy
+                .create(&pod, &mut |_| Ok(()), &mut |_| Ok(()), None)
+                .unwrap();
+        }
+        let t1 = Instant::now();
+        for _ in 0..batch {
+            let mut track = |mut v: Value| {
+                track_create(&target, &mut v, "job-controller", "2024-01-01T00:00:00Z");
+                v.pointer("/metadata/managedFields").cloned()
+            };
+            strategy
+                .create(&pod, &mut |_| Ok(()), &mut |_| Ok(()), Some(&mut track))
+                .unwrap();
+        }
+        let t2 = Instant::now();
+        without = without.min((t1 - t).as_secs_f64() * 1e6 / batch as f64);
+        with = with.min((t2 - t1).as_secs_f64() * 1e6 / batch as f64);
+    }
+    println!("per pod create: {without:.1} µs without managedFields, {with:.1} µs with");
+}
