@@ -313,7 +313,9 @@ impl Inner {
             plan = sync_with(&cached, &children, now, &self.zone, &lookups, &outcomes);
         }
 
-        // 5. Status, events, and the next look.
+        // 5. Events, status, and the next look. Events first: upstream records them while
+        // deciding, so a status write that fails (a conflict) does not lose them.
+        self.emit(&cached, &plan.events);
         if let Some(status) = plan.status.clone() {
             let mut updated = (*cached).clone();
             updated.status = Some(status);
@@ -321,7 +323,6 @@ impl Inner {
                 .replace_status(name, &PostParams::default(), &updated)
                 .await?;
         }
-        self.emit(&cached, &plan.events);
         if let Some(err) = plan.error.clone() {
             return Err(SyncError::Plan(err));
         }
