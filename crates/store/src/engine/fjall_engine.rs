@@ -18,6 +18,9 @@ const META_COMPACTED: &[u8] = b"compacted";
 const CACHE_BYTES: u64 = 16 << 20;
 /// Journal bound (fjall's minimum): it caps what open() replays after a crash.
 const JOURNAL_BYTES: u64 = 64 << 20;
+/// Memtable size of the objects and log keyspaces. fjall's default (64 MiB each) let the
+/// memtables alone take a few hundred MiB of a busy server; smaller ones flush sooner.
+const MEMTABLE_BYTES: u64 = 8 << 20;
 
 pub(crate) struct FjallEngine {
     db: Database,
@@ -47,13 +50,19 @@ impl FjallEngine {
             .open()
             .map_err(be("open database"))?;
         let objects = db
-            .keyspace("objects", KeyspaceCreateOptions::default)
+            .keyspace("objects", || {
+                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+            })
             .map_err(be("open objects"))?;
         let log = db
-            .keyspace("log", KeyspaceCreateOptions::default)
+            .keyspace("log", || {
+                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+            })
             .map_err(be("open log"))?;
         let meta = db
-            .keyspace("meta", KeyspaceCreateOptions::default)
+            .keyspace("meta", || {
+                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+            })
             .map_err(be("open meta"))?;
 
         let read_meta = |name: &[u8]| -> Result<u64, StoreError> {
