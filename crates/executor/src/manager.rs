@@ -128,7 +128,9 @@ impl Manager {
         }
     }
 
-    fn apply(&mut self, pod: Pod) {
+    fn apply(&mut self, mut pod: Pod) {
+        // Kept by the workers for the pod's life; kubelet has no use for managedFields either.
+        pod.metadata.managed_fields = None;
         let node = self.ctx.config.node_name.clone();
         self.index.observe(&pod, &node);
         let Some(uid) = pod.metadata.uid.clone() else {

@@ -151,6 +151,14 @@ pub fn cache<K: Resource>() -> (CacheWriter<K>, Lister<K>) {
     )
 }
 
+/// Drops `metadata.managedFields`, as kube-controller-manager's informers do: no controller
+/// reads them, and they are often the larger part of an object. An update sent without them
+/// keeps the server's.
+fn trimmed<K: Resource>(mut obj: K) -> K {
+    obj.meta_mut().managed_fields = None;
+    obj
+}
+
 fn obj_key<K: Resource>(obj: &K) -> Option<ObjKey> {
     let meta = obj.meta();
     let name = meta.name.clone()?;
@@ -182,6 +190,12 @@ impl<K: Resource> CacheWriter<K> {
     /// even if unchanged, as client-go does: handlers compare resourceVersions), then every
     /// cached object missing from the list as deleted.
     pub fn apply(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
+        let event = match event {
+            watcher::Event::InitApply(obj) => watcher::Event::InitApply(trimmed(obj)),
+            watcher::Event::Apply(obj) => watcher::Event::Apply(trimmed(obj)),
+            watcher::Event::Delete(obj) => watcher::Event::Delete(trimmed(obj)),
+            other => other,
+        };
         match event {
             watcher::Event::Init => {
                 self.relist = Some(BTreeMap::new());
