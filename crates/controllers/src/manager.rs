@@ -1,5 +1,6 @@
 //! Runs a chosen set of controllers against one API server until shutdown, as
-//! kube-controller-manager does: each controller with its own event source component.
+//! kube-controller-manager does: each controller with its own event source component, all
+//! of them reading the same informers (one watch and cache per kind).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -13,6 +14,7 @@ use tracing::{error, info};
 use crate::cronjob::controller::{self as cronjob_controller, CronJobControllerConfig};
 use crate::job::controller::{self as job_controller, JobControllerConfig};
 use crate::runtime::events::EventRecorder;
+use crate::runtime::informer::InformerFactory;
 
 /// A controller kbatch can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -109,6 +111,8 @@ pub async fn run(
 ) -> Result<(), ManagerError> {
     let mut tasks: JoinSet<Result<(), ManagerError>> = JoinSet::new();
     let mut recorders = Vec::new();
+    // One informer per kind, shared by the controllers that need it.
+    let informers = InformerFactory::new(client.clone());
     for name in &config.controllers {
         match name {
             ControllerName::Job => {
@@ -116,16 +120,18 @@ pub async fn run(
                     EventRecorder::start(client.clone(), job_controller::COMPONENT);
                 recorders.push(task);
                 let (client, cfg, stop) = (client.clone(), config.job.clone(), shutdown.clone());
+                let informers = informers.clone();
                 tasks.spawn(async move {
-                    job_controller::run(client, cfg, recorder, stop)
+                    job_controller::run(client, &informers, cfg, recorder, stop)
                         .await
                         .map_err(|e| ManagerError::Controller(ControllerName::Job, e.to_string()))
                 });
             }
             ControllerName::PodGc => {
                 let (client, stop) = (client.clone(), shutdown.clone());
+                let informers = informers.clone();
                 tasks.spawn(async move {
-                    crate::podgc::run(client, stop).await;
+                    crate::podgc::run(client, &informers, stop).await;
                     Ok(())
                 });
             }
@@ -135,8 +141,9 @@ pub async fn run(
                 recorders.push(task);
                 let (client, cfg, stop) =
                     (client.clone(), config.cronjob.clone(), shutdown.clone());
+                let informers = informers.clone();
                 tasks.spawn(async move {
-                    cronjob_controller::run(client, cfg, recorder, stop)
+                    cronjob_controller::run(client, &informers, cfg, recorder, stop)
                         .await
                         .map_err(|e| {
                             ManagerError::Controller(ControllerName::CronJob, e.to_string())
@@ -145,8 +152,9 @@ pub async fn run(
             }
             ControllerName::Ttl => {
                 let (client, stop) = (client.clone(), shutdown.clone());
+                let informers = informers.clone();
                 tasks.spawn(async move {
-                    crate::ttl::controller::run(client, stop).await;
+                    crate::ttl::controller::run(client, &informers, stop).await;
                     Ok(())
                 });
             }

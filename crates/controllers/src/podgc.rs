@@ -13,13 +13,12 @@ use std::time::Duration;
 use kbatch_api::k8s_openapi::api::core::v1::Pod;
 use kbatch_api::keys;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::runtime::informer::{Change, Informer, Lister};
+use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{object_key, split_key};
 use crate::runtime::metrics::CounterVec;
 use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
@@ -68,26 +67,23 @@ struct Inner {
 }
 
 /// Runs the collector until `shutdown` turns true.
-pub async fn run(client: Client, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(client: Client, informers: &InformerFactory, mut shutdown: watch::Receiver<bool>) {
     let queue: WorkQueue<String> = WorkQueue::new(
         "podgc",
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(100), Duration::from_secs(60)),
     );
     let q = queue.clone();
-    let informer = Informer::spawn(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        move |change: Change<Pod>| {
-            let pod = match &change {
-                Change::Added(p) => p,
-                Change::Updated { new, .. } => new,
-                Change::Deleted(_) => return,
-            };
-            if decide(pod) != GcAction::None {
-                q.add(object_key(pod.as_ref()));
-            }
-        },
-    );
+    let informer = informers.informer::<Pod>();
+    informer.add_handler(move |change: Change<Pod>| {
+        let pod = match &change {
+            Change::Added(p) => p,
+            Change::Updated { new, .. } => new,
+            Change::Deleted(_) => return,
+        };
+        if decide(pod) != GcAction::None {
+            q.add(object_key(pod.as_ref()));
+        }
+    });
     let inner = Arc::new(Inner {
         client,
         pods: informer.lister(),

@@ -13,7 +13,6 @@ use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
 use kbatch_api::k8s_openapi::jiff::Timestamp;
 use kbatch_api::k8s_openapi::jiff::tz::TimeZone;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -25,7 +24,7 @@ use super::{
     sync_with,
 };
 use crate::runtime::events::{EventRecorder, object_reference};
-use crate::runtime::informer::{Change, Informer, Lister};
+use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{object_key, split_key};
 use crate::runtime::metrics::{HistogramVec, exponential_buckets};
 use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
@@ -79,16 +78,14 @@ struct Inner {
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(
     client: Client,
+    informers: &InformerFactory,
     config: CronJobControllerConfig,
     recorder: EventRecorder,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ControllerError> {
-    let (cj_informer, cj_changes) = Informer::spawn_channel(
-        Api::<CronJob>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let (job_informer, job_changes) =
-        Informer::spawn_channel(Api::<Job>::all(client.clone()), watcher::Config::default());
+    let cj_informer = informers.informer::<CronJob>();
+    let job_informer = informers.informer::<Job>();
+    let (cj_changes, job_changes) = (cj_informer.subscribe(), job_informer.subscribe());
     // Upstream's default controller rate limiter, per item: 5 ms doubling to 1000 s.
     let inner = Arc::new(Inner {
         client,

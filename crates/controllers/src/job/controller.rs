@@ -17,7 +17,6 @@ use kbatch_api::k8s_openapi::api::core::v1::Pod;
 use kbatch_api::k8s_openapi::jiff::Timestamp;
 use kbatch_api::keys;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
@@ -32,7 +31,7 @@ use super::{
 };
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingExpectations};
-use crate::runtime::informer::{Change, Informer, Lister};
+use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{KeyError, object_key, split_key};
 use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
 
@@ -105,14 +104,14 @@ struct Inner {
 /// Runs the Job controller until `shutdown` turns true.
 pub async fn run(
     client: Client,
+    informers: &InformerFactory,
     config: JobControllerConfig,
     recorder: EventRecorder,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ControllerError> {
-    let (job_informer, job_changes) =
-        Informer::spawn_channel(Api::<Job>::all(client.clone()), watcher::Config::default());
-    let (pod_informer, pod_changes) =
-        Informer::spawn_channel(Api::<Pod>::all(client.clone()), watcher::Config::default());
+    let job_informer = informers.informer::<Job>();
+    let pod_informer = informers.informer::<Pod>();
+    let (job_changes, pod_changes) = (job_informer.subscribe(), pod_informer.subscribe());
     let rate_limiter =
         || ItemExponentialFailureRateLimiter::new(DEFAULT_JOB_API_BACKOFF, MAX_JOB_API_BACKOFF);
     let inner = Arc::new(Inner {

@@ -10,13 +10,12 @@ use std::time::Duration;
 use kbatch_api::k8s_openapi::api::batch::v1::Job;
 use kbatch_api::k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::{TtlDecision, needs_cleanup, requeue_after, ttl_decision};
-use crate::runtime::informer::{Change, Informer, Lister};
+use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{object_key, split_key};
 use crate::runtime::metrics::{HistogramVec, exponential_buckets};
 use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
@@ -35,27 +34,24 @@ struct Inner {
 }
 
 /// Runs the controller until `shutdown` turns true.
-pub async fn run(client: Client, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(client: Client, informers: &InformerFactory, mut shutdown: watch::Receiver<bool>) {
     // Upstream's default controller rate limiter, per item: 5 ms doubling to 1000 s.
     let queue: WorkQueue<String> = WorkQueue::new(
         "ttl_jobs_to_delete",
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000)),
     );
     let q = queue.clone();
-    let informer = Informer::spawn(
-        Api::<Job>::all(client.clone()),
-        watcher::Config::default(),
-        move |change: Change<Job>| {
-            let job = match &change {
-                Change::Added(j) => j,
-                Change::Updated { new, .. } => new,
-                Change::Deleted(_) => return,
-            };
-            if needs_cleanup(job) {
-                q.add(object_key(job.as_ref()));
-            }
-        },
-    );
+    let informer = informers.informer::<Job>();
+    informer.add_handler(move |change: Change<Job>| {
+        let job = match &change {
+            Change::Added(j) => j,
+            Change::Updated { new, .. } => new,
+            Change::Deleted(_) => return,
+        };
+        if needs_cleanup(job) {
+            q.add(object_key(job.as_ref()));
+        }
+    });
     let inner = Arc::new(Inner {
         client,
         jobs: informer.lister(),

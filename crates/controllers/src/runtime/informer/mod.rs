@@ -6,10 +6,11 @@
 //! change it missed. Errors are retried with kube's default back-off.
 
 mod cache;
+mod factory;
 
 use std::fmt::Debug;
 use std::pin::pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt;
 use kube::Resource;
@@ -21,6 +22,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 pub use cache::{CacheWriter, Lister, cache};
+pub use factory::InformerFactory;
 
 /// One change of the cache, with the objects as the cache holds them.
 #[derive(Debug)]
@@ -55,9 +57,50 @@ pub enum InformerError {
     Stopped,
 }
 
-/// A running informer. Dropping it stops the watch; listers keep the last state.
+type Handler<K> = Box<dyn FnMut(Change<K>) + Send>;
+
+/// A cache and the handlers of its changes. The lock is held while a change is applied to
+/// the cache and dispatched, and while a new handler is replayed the cache, so that every
+/// handler sees each change exactly once, in order, whenever it was added.
+struct Fanout<K> {
+    writer: CacheWriter<K>,
+    handlers: Vec<Handler<K>>,
+}
+
+impl<K: Resource> Fanout<K> {
+    /// Applies a watcher event to the cache and hands its changes to every handler.
+    fn apply(&mut self, event: watcher::Event<K>) {
+        for change in self.writer.apply(event) {
+            if let Some((last, rest)) = self.handlers.split_last_mut() {
+                for h in rest {
+                    h(change.clone());
+                }
+                last(change);
+            }
+        }
+    }
+
+    /// Registers `handler` after handing it the cached objects as additions.
+    fn add(&mut self, lister: &Lister<K>, mut handler: Handler<K>) {
+        for obj in lister.list() {
+            handler(Change::Added(obj));
+        }
+        self.handlers.push(handler);
+    }
+}
+
+fn lock<K>(fanout: &Mutex<Fanout<K>>) -> MutexGuard<'_, Fanout<K>> {
+    // Changes are applied in full before the guard drops; a poisoned lock still holds a
+    // consistent cache and handler list.
+    fanout.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A running informer, shareable between controllers as client-go's shared informers are:
+/// one watch and one cache per kind, each change handed to every registered handler.
+/// Dropping it stops the watch; listers keep the last state.
 pub struct Informer<K> {
     lister: Lister<K>,
+    fanout: Arc<Mutex<Fanout<K>>>,
     task: JoinHandle<()>,
 }
 
@@ -66,13 +109,14 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     /// Starts listing and watching `api` (a namespace or all of them, narrowed by `config`'s
-    /// selectors). `handler` runs on the informer's task after each change is in the cache, so
-    /// it should only do quick work such as enqueueing keys. Call within a tokio runtime.
-    pub fn spawn<H>(api: Api<K>, config: watcher::Config, mut handler: H) -> Self
-    where
-        H: FnMut(Change<K>) + Send + 'static,
-    {
-        let (mut writer, lister) = cache::<K>();
+    /// selectors), with no handler yet. Call within a tokio runtime.
+    pub fn new(api: Api<K>, config: watcher::Config) -> Self {
+        let (writer, lister) = cache::<K>();
+        let fanout = Arc::new(Mutex::new(Fanout {
+            writer,
+            handlers: Vec::new(),
+        }));
+        let feed = Arc::clone(&fanout);
         let kind = std::any::type_name::<K>();
         let task = tokio::spawn(async move {
             let mut events = pin!(watcher(api, config).default_backoff());
@@ -82,16 +126,28 @@ where
                         if matches!(event, watcher::Event::Init) {
                             debug!(kind, "listing");
                         }
-                        for change in writer.apply(event) {
-                            handler(change);
-                        }
+                        lock(&feed).apply(event);
                     }
                     // The watcher recovers by itself (a 410 leads to a re-list); report it.
                     Err(e) => warn!(kind, error = %e, "list/watch failed; retrying"),
                 }
             }
         });
-        Informer { lister, task }
+        Informer {
+            lister,
+            fanout,
+            task,
+        }
+    }
+
+    /// Starts an informer with one handler; see [`Informer::new`] and [`Informer::add_handler`].
+    pub fn spawn<H>(api: Api<K>, config: watcher::Config, handler: H) -> Self
+    where
+        H: FnMut(Change<K>) + Send + 'static,
+    {
+        let informer = Informer::new(api, config);
+        informer.add_handler(handler);
+        informer
     }
 
     /// Like [`spawn`](Informer::spawn), with the changes sent to a channel instead, for
@@ -100,12 +156,29 @@ where
         api: Api<K>,
         config: watcher::Config,
     ) -> (Self, mpsc::UnboundedReceiver<Change<K>>) {
+        let informer = Informer::new(api, config);
+        let rx = informer.subscribe();
+        (informer, rx)
+    }
+
+    /// Registers `handler`, which runs on the informer's task after each change is in the
+    /// cache, so it should only do quick work such as enqueueing keys. Objects already in the
+    /// cache are handed to it first as additions, as client-go's AddEventHandler does.
+    pub fn add_handler<H>(&self, handler: H)
+    where
+        H: FnMut(Change<K>) + Send + 'static,
+    {
+        lock(&self.fanout).add(&self.lister, Box::new(handler));
+    }
+
+    /// A channel of every change from now on, the cached objects first as additions.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Change<K>> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let informer = Informer::spawn(api, config, move |change| {
+        self.add_handler(move |change| {
             // A dropped receiver only means nobody listens any more; the cache stays current.
             let _ = tx.send(change);
         });
-        (informer, rx)
+        rx
     }
 
     /// A handle to read the cache.
@@ -126,5 +199,92 @@ where
 impl<K> Drop for Informer<K> {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ObjectMeta;
+
+    fn pod(name: &str, rv: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    type Seen = Arc<Mutex<Vec<String>>>;
+
+    /// A handler that records each change as "kind name rv".
+    fn recorder() -> (Seen, Handler<Pod>) {
+        let seen: Seen = Arc::default();
+        let into = Arc::clone(&seen);
+        let handler = Box::new(move |c: Change<Pod>| {
+            let (kind, p) = match &c {
+                Change::Added(p) => ("add", p),
+                Change::Updated { new, .. } => ("update", new),
+                Change::Deleted(p) => ("delete", p),
+            };
+            let line = format!(
+                "{kind} {} {}",
+                p.metadata.name.as_deref().unwrap_or_default(),
+                p.metadata.resource_version.as_deref().unwrap_or_default()
+            );
+            into.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+        });
+        (seen, handler)
+    }
+
+    fn lines(seen: &Seen) -> Vec<String> {
+        seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    #[test]
+    fn every_handler_sees_every_change_and_late_ones_get_the_cache_first() {
+        let (writer, lister) = cache::<Pod>();
+        let mut fanout = Fanout {
+            writer,
+            handlers: Vec::new(),
+        };
+        let (early, h) = recorder();
+        fanout.add(&lister, h);
+        fanout.apply(watcher::Event::Init);
+        fanout.apply(watcher::Event::InitApply(pod("a", "1")));
+        fanout.apply(watcher::Event::InitApply(pod("b", "2")));
+        fanout.apply(watcher::Event::InitDone);
+        fanout.apply(watcher::Event::Apply(pod("a", "3")));
+
+        // A handler added later is handed the cache as it is now, then the changes.
+        let (late, h) = recorder();
+        fanout.add(&lister, h);
+        fanout.apply(watcher::Event::Delete(pod("b", "4")));
+        fanout.apply(watcher::Event::Apply(pod("c", "5")));
+
+        assert_eq!(
+            lines(&early),
+            ["add a 1", "add b 2", "update a 3", "delete b 4", "add c 5"]
+        );
+        assert_eq!(lines(&late), ["add a 3", "add b 2", "delete b 4", "add c 5"]);
+    }
+
+    #[test]
+    fn a_handler_added_before_the_first_list_gets_nothing_replayed() {
+        let (writer, lister) = cache::<Pod>();
+        let mut fanout = Fanout {
+            writer,
+            handlers: Vec::new(),
+        };
+        let (seen, h) = recorder();
+        fanout.add(&lister, h);
+        assert!(lines(&seen).is_empty());
+        fanout.apply(watcher::Event::Apply(pod("a", "1")));
+        assert_eq!(lines(&seen), ["add a 1"]);
     }
 }
