@@ -1,5 +1,7 @@
 //! The watch hub: the history window of the last N events, in memory (mirrored on disk by the
-//! engine's log table), and a notification channel carrying the latest revision.
+//! engine's log table), and a notification channel carrying the latest revision. The window
+//! in memory is bounded by bytes too, so that big objects or a burst of writes cannot make it
+//! hold hundreds of MiB; a watch from before it gets `Expired` and re-lists.
 //!
 //! Every watcher reads its events out of the window by revision, whether it is replaying or
 //! following live changes. There is no per-watcher queue that could overflow, so a slow
@@ -23,6 +25,36 @@ struct History {
     /// The last revision dropped from the window: the oldest revision a watch can start from.
     compacted: u64,
     cap: usize,
+    /// Bound on `bytes`; the newest event stays even if it alone is bigger.
+    byte_cap: usize,
+    /// The events' weight: see [`weight`].
+    bytes: usize,
+}
+
+/// What an event keeps alive: its object (the previous state is the object of an earlier
+/// event, or the current object of the index, so it is not counted again).
+fn weight(e: &WatchEvent) -> usize {
+    e.object.raw.len() + e.object.key.len()
+}
+
+impl History {
+    /// Drops the oldest events beyond either bound.
+    fn trim(&mut self) {
+        let mut excess = self.events.len().saturating_sub(self.cap);
+        let mut bytes = self.bytes;
+        for e in self.events.iter().take(excess) {
+            bytes -= weight(e);
+        }
+        while bytes > self.byte_cap && excess + 1 < self.events.len() {
+            bytes -= weight(&self.events[excess]);
+            excess += 1;
+        }
+        if excess > 0 {
+            self.events.drain(..excess);
+            self.compacted += excess as u64;
+            self.bytes = bytes;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +82,7 @@ impl Hub {
         events: VecDeque<WatchEvent>,
         compacted: u64,
         cap: usize,
+        byte_cap: usize,
         revision: u64,
     ) -> Hub {
         let (signal, _) = watch::channel(Signal {
@@ -57,10 +90,17 @@ impl Hub {
             closed: false,
         });
         Hub {
-            history: Arc::new(RwLock::new(History {
-                events,
-                compacted,
-                cap,
+            history: Arc::new(RwLock::new({
+                let bytes = events.iter().map(weight).sum();
+                let mut h = History {
+                    events,
+                    compacted,
+                    cap,
+                    byte_cap,
+                    bytes,
+                };
+                h.trim();
+                h
             })),
             signal,
         }
@@ -76,12 +116,9 @@ impl Hub {
     pub(crate) fn push(&self, changes: &[WatchEvent], revision: u64) {
         {
             let mut h = write(&self.history);
+            h.bytes += changes.iter().map(weight).sum::<usize>();
             h.events.extend(changes.iter().cloned());
-            let excess = h.events.len().saturating_sub(h.cap);
-            if excess > 0 {
-                h.events.drain(..excess);
-                h.compacted += excess as u64;
-            }
+            h.trim();
         }
         // The window is updated before the signal, so a watcher that sees the new revision
         // always finds its events.

@@ -88,6 +88,9 @@ pub enum StoreError {
 pub struct StoreOptions {
     /// How many past events the watch history keeps (in memory and on disk). At least 1.
     pub history_events: usize,
+    /// Bound on the bytes of the objects the history keeps in memory (the oldest go first;
+    /// older revisions then get `Expired`, as past `history_events`).
+    pub history_bytes: usize,
     /// fsync every commit batch (true in production; tests of logic may turn it off).
     pub durable: bool,
     /// Upper bound on the writes one commit batch takes from the queue.
@@ -100,6 +103,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             history_events: 50_000,
+            history_bytes: 64 << 20,
             durable: true,
             max_batch: 1024,
             queue_capacity: 8192,
@@ -221,7 +225,13 @@ impl Store {
         let compacted = loaded.compacted;
         let shared = Arc::new(Shared {
             index: Index::new(loaded.objects, revision),
-            hub: Hub::new(loaded.history, compacted, history_cap, revision),
+            hub: Hub::new(
+                loaded.history,
+                compacted,
+                history_cap,
+                opts.history_bytes.max(1),
+                revision,
+            ),
             counters: Counters::default(),
         });
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));

@@ -302,6 +302,53 @@ async fn watch_filters_by_prefix() {
 }
 
 #[tokio::test]
+async fn history_in_memory_is_bounded_by_bytes_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let padding = "x".repeat(1000);
+    let big = |i: u64| json!({"metadata": {"name": "b"}, "spec": {"n": i, "pad": padding}});
+    let opts = StoreOptions {
+        history_events: 1000,
+        history_bytes: 10_000,
+        ..StoreOptions::default()
+    };
+    let s = Store::open(dir.path(), opts.clone()).expect("open store");
+    for i in 0..30u64 {
+        s.create(format!("/jobs/ns/b{i:02}"), big(i))
+            .await
+            .expect("create");
+    }
+    // Each object weighs a little over 1,000 bytes: fewer than ten fit in 10,000.
+    let stats = s.stats();
+    assert!(
+        (5..10).contains(&stats.history_len),
+        "history of {} events",
+        stats.history_len
+    );
+    assert_eq!(stats.oldest_watchable, 30 - stats.history_len as u64);
+    assert!(matches!(
+        s.watch("/", 1),
+        Err(StoreError::Expired { requested: 1, .. })
+    ));
+    let mut w = s
+        .watch("/", stats.oldest_watchable)
+        .expect("a watch within the window");
+    assert_eq!(
+        next_event(&mut w).await.object.rv,
+        stats.oldest_watchable + 1
+    );
+    drop(w);
+    drop(s);
+
+    // Reopened, the loaded history is bounded the same way.
+    let s = Store::open(dir.path(), opts).expect("reopen store");
+    assert!(s.stats().history_len < 10);
+    assert_eq!(
+        s.stats().oldest_watchable,
+        30 - s.stats().history_len as u64
+    );
+}
+
+#[tokio::test]
 async fn watch_expired_beyond_window() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = open(dir.path(), 10);

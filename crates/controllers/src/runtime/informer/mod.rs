@@ -271,7 +271,10 @@ mod tests {
             lines(&early),
             ["add a 1", "add b 2", "update a 3", "delete b 4", "add c 5"]
         );
-        assert_eq!(lines(&late), ["add a 3", "add b 2", "delete b 4", "add c 5"]);
+        assert_eq!(
+            lines(&late),
+            ["add a 3", "add b 2", "delete b 4", "add c 5"]
+        );
     }
 
     #[test]
