@@ -99,6 +99,7 @@ pub async fn client_for(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> 
             .await
             .context("finding a kubeconfig or in-cluster configuration")?,
     };
+    let config = crate::user_agent::with_user_agent(config, crate::user_agent::CONTROLLER_MANAGER)?;
     Client::try_from(config).context("building the API client")
 }
 

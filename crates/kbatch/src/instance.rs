@@ -10,6 +10,8 @@ use anyhow::{Context, bail};
 use kbatch_apiserver::ServerState;
 use kbatch_controllers::manager::ManagerConfig;
 use kbatch_store::{Store, StoreOptions};
+
+use crate::user_agent;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -106,7 +108,7 @@ impl Instance {
         }));
 
         // The controllers are clients of the server over HTTP, as they would be on a cluster.
-        let client = client_for(addr)?;
+        let client = client_for(addr, Some(user_agent::CONTROLLER_MANAGER))?;
         let (stop_controllers, controllers_stop) = watch::channel(false);
         let controllers = tokio::spawn(kbatch_controllers::manager::run(
             client,
@@ -131,7 +133,7 @@ impl Instance {
 
     /// A client of this instance's API server.
     pub fn client(&self) -> anyhow::Result<kube::Client> {
-        client_for(self.addr)
+        client_for(self.addr, None)
     }
 
     /// Stops the executor (its containers, while it can still report them), the
@@ -180,7 +182,7 @@ fn start_executor(
     config.runtime = runtime;
     config.max_pods = max_pods;
     state.set_log_dir(config.log_dir());
-    let client = client_for(addr)?;
+    let client = client_for(addr, Some(user_agent::KUBELET))?;
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
         let result = kbatch_executor::run(client, config, stopped).await;
@@ -193,9 +195,14 @@ fn start_executor(
     Ok(Some((stop, task)))
 }
 
-fn client_for(addr: SocketAddr) -> anyhow::Result<kube::Client> {
+/// A client of the server at `addr`, sending `component`'s User-Agent when given.
+fn client_for(addr: SocketAddr, component: Option<&str>) -> anyhow::Result<kube::Client> {
     let url = format!("http://{addr}")
         .parse()
         .context("building the server's URL")?;
-    kube::Client::try_from(kube::Config::new(url)).context("building the API client")
+    let mut config = kube::Config::new(url);
+    if let Some(component) = component {
+        config = user_agent::with_user_agent(config, component)?;
+    }
+    kube::Client::try_from(config).context("building the API client")
 }

@@ -8,6 +8,7 @@ mod metrics_server;
 mod run;
 mod schedule;
 mod up;
+mod user_agent;
 
 use clap::{Parser, Subcommand};
 

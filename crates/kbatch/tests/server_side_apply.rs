@@ -348,3 +348,68 @@ spec:
     assert_eq!(managers(&cj), [("kubectl".into(), "Apply".into())]);
     assert_eq!(cj["spec"]["suspend"], false, "defaults applied: {cj}");
 }
+
+/// (manager, operation, subresource) of each managedFields entry.
+fn managers_of(meta: &kube::api::ObjectMeta) -> Vec<(String, String, String)> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .map(|e| {
+            (
+                e.manager.clone().unwrap_or_default(),
+                e.operation.clone().unwrap_or_default(),
+                e.subresource.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn controllers_and_executor_writes_are_managed_as_upstream_names_them() {
+    let server = Server::start_with(&["--executor", "simulate", "--controllers", "job"]).await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let job: Job = serde_json::from_value(common::job_json("managed")).expect("a Job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create");
+    let done = common::eventually(
+        std::time::Duration::from_secs(30),
+        "the Job completes",
+        || async {
+            let j = jobs.get("managed").await.ok()?;
+            let complete = j
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True");
+            complete.then_some(j)
+        },
+    )
+    .await;
+    let cm = "kube-controller-manager".to_string();
+    let (update, status) = ("Update".to_string(), "status".to_string());
+    assert!(
+        managers_of(&done.metadata).contains(&(cm.clone(), update.clone(), status.clone())),
+        "{:?}",
+        managers_of(&done.metadata)
+    );
+    let pod = pods
+        .list(&kube::api::ListParams::default().labels("batch.kubernetes.io/job-name=managed"))
+        .await
+        .expect("list pods")
+        .items
+        .remove(0);
+    let pod_managers = managers_of(&pod.metadata);
+    assert!(
+        pod_managers.contains(&(cm, update.clone(), String::new())),
+        "{pod_managers:?}"
+    );
+    assert!(
+        pod_managers.contains(&("kubelet".to_string(), update, status)),
+        "{pod_managers:?}"
+    );
+}
