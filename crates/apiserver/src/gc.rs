@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use kbatch_api::keys::{FOREGROUND_DELETION_FINALIZER, ORPHAN_FINALIZER};
 use kbatch_store::{EventType, Object, StoreError};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use crate::ServerState;
@@ -33,6 +35,31 @@ struct Node {
     finalizers: Vec<String>,
 }
 
+/// What the collector reads of a stored object. Decoding only this skips the rest of the
+/// document without building it (a full JSON value per change cost more than the graph).
+#[derive(Deserialize)]
+struct GcDoc {
+    #[serde(default)]
+    metadata: GcMeta,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct GcMeta {
+    uid: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<GcOwnerRef>>,
+    deletion_timestamp: Option<IgnoredAny>,
+    finalizers: Option<Vec<Option<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GcOwnerRef {
+    uid: Option<String>,
+    block_owner_deletion: Option<bool>,
+}
+
 #[derive(Default)]
 struct Graph {
     nodes: HashMap<String, Node>,
@@ -41,29 +68,25 @@ struct Graph {
 }
 
 impl Graph {
-    fn upsert(&mut self, key: &str, v: &Value) {
+    /// Records the stored object `raw` under `key`; false when it is not a JSON object.
+    fn upsert(&mut self, key: &str, raw: &[u8]) -> bool {
+        let Ok(doc) = serde_json::from_slice::<GcDoc>(raw) else {
+            return false;
+        };
         self.remove(key);
-        let uid = v
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let owners: Vec<OwnerRef> = v
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .map(|refs| {
-                refs.iter()
-                    .filter_map(|r| {
-                        let uid = r.get("uid").and_then(Value::as_str)?.to_string();
-                        let block = r
-                            .get("blockOwnerDeletion")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false);
-                        Some(OwnerRef { uid, block })
-                    })
-                    .collect()
+        let meta = doc.metadata;
+        let uid = meta.uid.unwrap_or_default();
+        let owners: Vec<OwnerRef> = meta
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|r| {
+                Some(OwnerRef {
+                    uid: r.uid?,
+                    block: r.block_owner_deletion.unwrap_or(false),
+                })
             })
-            .unwrap_or_default();
+            .collect();
         for o in &owners {
             self.dependents
                 .entry(o.uid.clone())
@@ -75,16 +98,18 @@ impl Graph {
         }
         let node = Node {
             uid,
-            namespace: v
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+            namespace: meta.namespace.unwrap_or_default(),
             owners,
-            deleting: v.pointer("/metadata/deletionTimestamp").is_some(),
-            finalizers: crate::object::finalizers(v),
+            deleting: meta.deletion_timestamp.is_some(),
+            finalizers: meta
+                .finalizers
+                .unwrap_or_default()
+                .into_iter()
+                .flatten()
+                .collect(),
         };
         self.nodes.insert(key.to_string(), node);
+        true
     }
 
     fn remove(&mut self, key: &str) -> Option<Node> {
@@ -155,9 +180,8 @@ pub async fn run(st: Arc<ServerState>) {
         let page = st.store.list("/", None, None);
         let mut graph = Graph::default();
         for o in &page.items {
-            if let Ok(v) = serde_json::from_slice::<Value>(&o.raw) {
-                graph.upsert(&o.key, &v);
-            }
+            // An object that is not JSON is left out, as it would be skipped on change.
+            graph.upsert(&o.key, &o.raw);
         }
         let keys: Vec<String> = graph.nodes.keys().cloned().collect();
         for k in keys {
@@ -208,15 +232,14 @@ async fn on_event(st: &ServerState, graph: &mut Graph, kind: EventType, o: &Obje
             }
         }
         EventType::Added | EventType::Modified => {
-            let Ok(v) = serde_json::from_slice::<Value>(&o.raw) else {
-                return;
-            };
             let old_owners: Vec<String> = graph
                 .nodes
                 .get(&o.key)
                 .map(|n| n.owners.iter().map(|r| r.uid.clone()).collect())
                 .unwrap_or_default();
-            graph.upsert(&o.key, &v);
+            if !graph.upsert(&o.key, &o.raw) {
+                return;
+            }
             touched.push(o.key.clone());
             let new_owners = graph
                 .nodes
@@ -435,15 +458,16 @@ mod tests {
         let mut g = Graph::default();
         g.upsert(
             "/jobs.batch/a/pi",
-            &json!({"metadata": {"uid": "J", "namespace": "a"}}),
+            &serde_json::to_vec(&json!({"metadata": {"uid": "J", "namespace": "a"}}))
+                .expect("JSON"),
         );
         g.upsert(
             "/pods/a/p",
-            &json!({"metadata": {"uid": "P", "namespace": "a", "ownerReferences": [{"uid": "J", "blockOwnerDeletion": true}]}}),
+            &serde_json::to_vec(&json!({"metadata": {"uid": "P", "namespace": "a", "ownerReferences": [{"uid": "J", "blockOwnerDeletion": true}]}})).expect("JSON"),
         );
         g.upsert(
             "/pods/b/q",
-            &json!({"metadata": {"uid": "Q", "namespace": "b", "ownerReferences": [{"uid": "J"}]}}),
+            &serde_json::to_vec(&json!({"metadata": {"uid": "Q", "namespace": "b", "ownerReferences": [{"uid": "J"}]}})).expect("JSON"),
         );
         assert_eq!(g.dependents_of("J").len(), 2);
         let p = g.nodes.get("/pods/a/p").unwrap().clone();

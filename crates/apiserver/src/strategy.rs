@@ -55,7 +55,11 @@ impl<K> Rules<K> {
 
 /// Decode a JSON document into its typed form; the error names the field path.
 pub fn decode<K: DeserializeOwned>(res: &Resource, v: &Value) -> Result<K, ApiError> {
-    decode_tracking_unknown(res, v, &mut Vec::new())
+    // Path tracking costs as much as the decoding: only a failure pays for it.
+    match K::deserialize(v) {
+        Ok(k) => Ok(k),
+        Err(_) => decode_tracking_unknown(res, v, &mut Vec::new()),
+    }
 }
 
 /// Decode, also collecting the paths of fields the type does not have (upstream's strict
@@ -65,6 +69,12 @@ fn decode_tracking_unknown<K: DeserializeOwned>(
     v: &Value,
     unknown: &mut Vec<String>,
 ) -> Result<K, ApiError> {
+    // First without path tracking; a document that fails is decoded again to name the path.
+    let mut found = Vec::new();
+    if let Ok(k) = serde_ignored::deserialize(v, |path| found.push(field_path(&path))) {
+        unknown.extend(found);
+        return Ok(k);
+    }
     let mut track = serde_path_to_error::Track::new();
     let de = serde_path_to_error::Deserializer::new(v, &mut track);
     let result = serde_ignored::deserialize(de, |path| unknown.push(field_path(&path)));
