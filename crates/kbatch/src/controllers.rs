@@ -52,7 +52,6 @@ impl ControllerFlags {
                     max: self.pod_failure_backoff_max.max(self.pod_failure_backoff),
                 },
                 pod_update_batch_period: self.job_sync_batch_period,
-                ..JobControllerConfig::default()
             },
             cronjob: CronJobControllerConfig {
                 workers: usize::from(self.concurrent_cron_job_syncs),
