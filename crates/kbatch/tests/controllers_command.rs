@@ -185,18 +185,7 @@ async fn one_leader_acts_and_a_standby_takes_over() {
     for p in &second {
         succeed(&pods, p).await;
     }
-    let done = eventually(WAIT, "the Job completes", || async {
-        let j = jobs.get("ha").await.ok()?;
-        let complete = j
-            .status
-            .as_ref()?
-            .conditions
-            .as_ref()?
-            .iter()
-            .any(|c| c.type_ == "Complete" && c.status == "True");
-        complete.then_some(j)
-    })
-    .await;
+    let done = common::wait_job_complete(&jobs, "ha", WAIT).await;
     assert_eq!(done.status.as_ref().and_then(|s| s.succeeded), Some(4));
     assert_eq!(
         pods.list(&ListParams::default())

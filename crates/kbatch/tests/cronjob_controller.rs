@@ -165,16 +165,7 @@ async fn finish_pod(client: &Client, job: &Job) {
 async fn complete(client: &Client, job: &Job) {
     finish_pod(client, job).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
-    eventually(WAIT, "the Job completes", || async {
-        let j = jobs.get(&job.name_any()).await.ok()?;
-        let done = j
-            .status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Complete" && c.status == "True");
-        done.then_some(())
-    })
-    .await;
+    common::wait_job_complete(&jobs, &job.name_any(), WAIT).await;
 }
 
 fn apis(client: &Client) -> (Api<CronJob>, Api<Job>) {

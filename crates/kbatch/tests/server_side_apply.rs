@@ -374,22 +374,8 @@ async fn controllers_and_executor_writes_are_managed_as_upstream_names_them() {
     jobs.create(&PostParams::default(), &job)
         .await
         .expect("create");
-    let done = common::eventually(
-        std::time::Duration::from_secs(30),
-        "the Job completes",
-        || async {
-            let j = jobs.get("managed").await.ok()?;
-            let complete = j
-                .status
-                .as_ref()?
-                .conditions
-                .as_ref()?
-                .iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True");
-            complete.then_some(j)
-        },
-    )
-    .await;
+    let done =
+        common::wait_job_complete(&jobs, "managed", std::time::Duration::from_secs(30)).await;
     let cm = "kube-controller-manager".to_string();
     let (update, status) = ("Update".to_string(), "status".to_string());
     assert!(

@@ -40,19 +40,13 @@ fn weight(e: &WatchEvent) -> usize {
 impl History {
     /// Drops the oldest events beyond either bound.
     fn trim(&mut self) {
-        let mut excess = self.events.len().saturating_sub(self.cap);
-        let mut bytes = self.bytes;
-        for e in self.events.iter().take(excess) {
-            bytes -= weight(e);
-        }
-        while bytes > self.byte_cap && excess + 1 < self.events.len() {
-            bytes -= weight(&self.events[excess]);
-            excess += 1;
-        }
-        if excess > 0 {
-            self.events.drain(..excess);
-            self.compacted += excess as u64;
-            self.bytes = bytes;
+        while self.events.len() > self.cap || (self.bytes > self.byte_cap && self.events.len() > 1)
+        {
+            let Some(dropped) = self.events.pop_front() else {
+                break;
+            };
+            self.bytes -= weight(&dropped);
+            self.compacted += 1;
         }
     }
 }

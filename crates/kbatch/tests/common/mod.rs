@@ -318,6 +318,26 @@ where
     }
 }
 
+/// Waits until the Job `name` has condition Complete=True, and returns it.
+pub async fn wait_job_complete(
+    jobs: &kube::Api<k8s_openapi::api::batch::v1::Job>,
+    name: &str,
+    timeout: Duration,
+) -> k8s_openapi::api::batch::v1::Job {
+    eventually(timeout, &format!("Job {name} completes"), || async {
+        let j = jobs.get(name).await.ok()?;
+        let complete = j
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True");
+        complete.then_some(j)
+    })
+    .await
+}
+
 /// A minimal valid Job (restartPolicy Never, one container) as JSON.
 pub fn job_json(name: &str) -> serde_json::Value {
     serde_json::json!({

@@ -64,10 +64,20 @@ type Handler<K> = Box<dyn FnMut(Change<K>) + Send>;
 /// handler sees each change exactly once, in order, whenever it was added.
 struct Fanout<K> {
     writer: CacheWriter<K>,
+    lister: Lister<K>,
     handlers: Vec<Handler<K>>,
 }
 
 impl<K: Resource> Fanout<K> {
+    fn new() -> Self {
+        let (writer, lister) = cache::<K>();
+        Fanout {
+            writer,
+            lister,
+            handlers: Vec::new(),
+        }
+    }
+
     /// Applies a watcher event to the cache and hands its changes to every handler.
     fn apply(&mut self, event: watcher::Event<K>) {
         for change in self.writer.apply(event) {
@@ -81,8 +91,8 @@ impl<K: Resource> Fanout<K> {
     }
 
     /// Registers `handler` after handing it the cached objects as additions.
-    fn add(&mut self, lister: &Lister<K>, mut handler: Handler<K>) {
-        for obj in lister.list() {
+    fn add(&mut self, mut handler: Handler<K>) {
+        for obj in self.lister.list() {
             handler(Change::Added(obj));
         }
         self.handlers.push(handler);
@@ -111,11 +121,9 @@ where
     /// Starts listing and watching `api` (a namespace or all of them, narrowed by `config`'s
     /// selectors), with no handler yet. Call within a tokio runtime.
     pub fn new(api: Api<K>, config: watcher::Config) -> Self {
-        let (writer, lister) = cache::<K>();
-        let fanout = Arc::new(Mutex::new(Fanout {
-            writer,
-            handlers: Vec::new(),
-        }));
+        let fanout = Fanout::new();
+        let lister = fanout.lister.clone();
+        let fanout = Arc::new(Mutex::new(fanout));
         let feed = Arc::clone(&fanout);
         let kind = std::any::type_name::<K>();
         let task = tokio::spawn(async move {
@@ -140,18 +148,8 @@ where
         }
     }
 
-    /// Starts an informer with one handler; see [`Informer::new`] and [`Informer::add_handler`].
-    pub fn spawn<H>(api: Api<K>, config: watcher::Config, handler: H) -> Self
-    where
-        H: FnMut(Change<K>) + Send + 'static,
-    {
-        let informer = Informer::new(api, config);
-        informer.add_handler(handler);
-        informer
-    }
-
-    /// Like [`spawn`](Informer::spawn), with the changes sent to a channel instead, for
-    /// consumers that handle them asynchronously.
+    /// Starts an informer whose every change goes to the returned channel, for a consumer
+    /// that handles them asynchronously; see [`Informer::subscribe`].
     pub fn spawn_channel(
         api: Api<K>,
         config: watcher::Config,
@@ -168,7 +166,7 @@ where
     where
         H: FnMut(Change<K>) + Send + 'static,
     {
-        lock(&self.fanout).add(&self.lister, Box::new(handler));
+        lock(&self.fanout).add(Box::new(handler));
     }
 
     /// A channel of every change from now on, the cached objects first as additions.
@@ -248,13 +246,9 @@ mod tests {
 
     #[test]
     fn every_handler_sees_every_change_and_late_ones_get_the_cache_first() {
-        let (writer, lister) = cache::<Pod>();
-        let mut fanout = Fanout {
-            writer,
-            handlers: Vec::new(),
-        };
+        let mut fanout = Fanout::<Pod>::new();
         let (early, h) = recorder();
-        fanout.add(&lister, h);
+        fanout.add(h);
         fanout.apply(watcher::Event::Init);
         fanout.apply(watcher::Event::InitApply(pod("a", "1")));
         fanout.apply(watcher::Event::InitApply(pod("b", "2")));
@@ -263,7 +257,7 @@ mod tests {
 
         // A handler added later is handed the cache as it is now, then the changes.
         let (late, h) = recorder();
-        fanout.add(&lister, h);
+        fanout.add(h);
         fanout.apply(watcher::Event::Delete(pod("b", "4")));
         fanout.apply(watcher::Event::Apply(pod("c", "5")));
 
@@ -279,13 +273,9 @@ mod tests {
 
     #[test]
     fn a_handler_added_before_the_first_list_gets_nothing_replayed() {
-        let (writer, lister) = cache::<Pod>();
-        let mut fanout = Fanout {
-            writer,
-            handlers: Vec::new(),
-        };
+        let mut fanout = Fanout::<Pod>::new();
         let (seen, h) = recorder();
-        fanout.add(&lister, h);
+        fanout.add(h);
         assert!(lines(&seen).is_empty());
         fanout.apply(watcher::Event::Apply(pod("a", "1")));
         assert_eq!(lines(&seen), ["add a 1"]);
