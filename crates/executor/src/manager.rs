@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -18,10 +19,16 @@ use crate::binder::{self, PodIndex};
 use crate::worker::{self, Context};
 use crate::{ExecutorConfig, state};
 
+/// A running worker: the channel of its pod's versions, and whether its pod has finished.
+struct WorkerHandle {
+    pods: watch::Sender<Arc<Pod>>,
+    finished: Arc<AtomicBool>,
+}
+
 struct Manager {
     ctx: Arc<Context>,
     index: PodIndex,
-    workers: HashMap<String, watch::Sender<Arc<Pod>>>,
+    workers: HashMap<String, WorkerHandle>,
     tasks: JoinSet<()>,
     binds: JoinSet<(String, Result<(), kube::Error>)>,
     shutdown: watch::Receiver<bool>,
@@ -141,16 +148,33 @@ impl Manager {
         if !on_this_node {
             return;
         }
-        let pod = Arc::new(pod);
         match self.workers.get(&uid) {
-            Some(tx) => {
-                tx.send_replace(pod);
+            Some(w) => {
+                // A finished worker only waits for the object to go: the channel, which holds
+                // the latest version until the next, need not keep the whole pod.
+                let pod = if w.finished.load(Ordering::Acquire) {
+                    worker::slim(&pod)
+                } else {
+                    pod
+                };
+                w.pods.send_replace(Arc::new(pod));
             }
             None => {
-                let (tx, rx) = watch::channel(pod);
-                self.workers.insert(uid, tx);
-                self.tasks
-                    .spawn(worker::run(self.ctx.clone(), rx, self.shutdown.clone()));
+                let (tx, rx) = watch::channel(Arc::new(pod));
+                let finished = Arc::new(AtomicBool::new(false));
+                self.workers.insert(
+                    uid,
+                    WorkerHandle {
+                        pods: tx,
+                        finished: finished.clone(),
+                    },
+                );
+                self.tasks.spawn(worker::run(
+                    self.ctx.clone(),
+                    rx,
+                    self.shutdown.clone(),
+                    finished,
+                ));
             }
         }
     }

@@ -10,13 +10,15 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use jiff::Timestamp;
-use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
+use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodSpec, PodStatus};
+use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kbatch_api::podlog;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
@@ -45,6 +47,10 @@ const DEFAULT_GRACE_SECONDS: i64 = 30;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Wait before retrying a failed API call.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// A start is reported this long after it happens, unless something ends first: a container
+/// that exits within it is reported once, terminated, as kubelet (whose PLEG relists each
+/// second) reports a short-lived container. That saves a status write per short pod.
+const START_REPORT_DELAY: Duration = Duration::from_millis(100);
 
 /// What every worker shares.
 pub struct Context {
@@ -53,10 +59,13 @@ pub struct Context {
 }
 
 /// Run the pod whose latest version `pods` carries; the channel closes when the object is gone.
+/// `finished` is set once the pod's terminal status is written: from then on the worker only
+/// waits for the object to go, and its sender may hand it `slim` versions.
 pub async fn run(
     ctx: Arc<Context>,
     pods: watch::Receiver<Arc<Pod>>,
     shutdown: watch::Receiver<bool>,
+    finished: Arc<AtomicBool>,
 ) {
     let mut w = Worker::new(ctx, pods, shutdown);
     let outcome = if is_terminal(&w.latest) {
@@ -67,9 +76,37 @@ pub async fn run(
         w.run_containers().await
     };
     match outcome {
-        Outcome::Finished => w.wait_for_removal().await,
+        Outcome::Finished => {
+            w.release();
+            finished.store(true, Ordering::Release);
+            w.wait_for_removal().await
+        }
         Outcome::Vanished => w.cleanup(),
         Outcome::Shutdown => {}
+    }
+}
+
+/// What a finished pod's worker still reads of it: its identity, deletion and phase. A node
+/// keeps many finished pods until they are deleted; this keeps them small.
+pub fn slim(pod: &Pod) -> Pod {
+    let m = &pod.metadata;
+    Pod {
+        metadata: ObjectMeta {
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            uid: m.uid.clone(),
+            resource_version: m.resource_version.clone(),
+            deletion_timestamp: m.deletion_timestamp.clone(),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus {
+            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            ..PodStatus::default()
+        }),
     }
 }
 
@@ -154,6 +191,8 @@ struct Worker {
     exits: FuturesUnordered<BoxFuture<'static, (usize, u32, Option<Exit>)>>,
     state: Option<PodState>,
     status_retry_at: Option<Instant>,
+    /// No status write before this: a start waits to be reported (`START_REPORT_DELAY`).
+    report_at: Option<Instant>,
 }
 
 impl Worker {
@@ -188,6 +227,7 @@ impl Worker {
             exits: FuturesUnordered::new(),
             state: None,
             status_retry_at: None,
+            report_at: None,
         }
     }
 
@@ -233,7 +273,12 @@ impl Worker {
                 Some(StopReason::Shutdown) if idle => return Outcome::Shutdown,
                 Some(StopReason::Vanished) | Some(StopReason::Shutdown) => {}
                 _ => {
-                    let due = self.status_retry_at.is_none_or(|t| t <= Instant::now());
+                    let now = Instant::now();
+                    if self.report_at.is_some_and(|t| t <= now) {
+                        self.report_at = None;
+                    }
+                    let due =
+                        self.status_retry_at.is_none_or(|t| t <= now) && self.report_at.is_none();
                     if due {
                         match self.sync_status().await {
                             Sync::Done => {
@@ -355,6 +400,7 @@ impl Worker {
     }
 
     fn stop(&mut self, reason: StopReason, grace: Duration) {
+        self.report_at = None;
         let kill_at = Instant::now() + grace;
         match &mut self.stopping {
             Some(s) => {
@@ -532,6 +578,9 @@ impl Worker {
                         tracing::warn!(pod = %name, error = %e, "writing the executor state file");
                     }
                 }
+                if self.report_at.is_none() {
+                    self.report_at = Some(Instant::now() + START_REPORT_DELAY);
+                }
                 let exit = started.exit;
                 self.exits
                     .push(Box::pin(async move { (i, run, exit.await.ok()) }));
@@ -562,6 +611,7 @@ impl Worker {
             return;
         }
         let active = slot.active.take();
+        self.report_at = None;
         // A lost exit report means the run was torn down: report it killed.
         let exit = exit.unwrap_or_else(|| Exit::signaled(9));
         let (started_at, container_id) = match &slot.record.state {
@@ -679,6 +729,7 @@ impl Worker {
             }
         }
         wake.extend(self.status_retry_at);
+        wake.extend(self.report_at);
         wake.into_iter().min()
     }
 
@@ -885,6 +936,15 @@ impl Worker {
 
     // ---- after the end ----------------------------------------------------------------
 
+    /// Drop what only the run needed.
+    fn release(&mut self) {
+        self.latest = Arc::new(slim(&self.latest));
+        self.written = None;
+        self.slots = Vec::new();
+        self.exits = FuturesUnordered::new();
+        self.state = None;
+    }
+
     fn forget_state(&mut self) {
         if self.state.take().is_some() {
             state::remove(&self.config().state_dir(), &self.uid);
@@ -917,7 +977,7 @@ impl Worker {
                 .then(|| Instant::now() + RETRY_DELAY);
             tokio::select! {
                 changed = self.pods.changed() => match changed {
-                    Ok(()) => self.latest = self.pods.borrow_and_update().clone(),
+                    Ok(()) => self.latest = Arc::new(slim(&self.pods.borrow_and_update())),
                     Err(_) => {
                         self.cleanup();
                         return;
@@ -987,5 +1047,55 @@ fn record_from_status(cs: &ContainerStatus) -> ContainerRecord {
             .as_ref()
             .and_then(|l| l.terminated.as_ref())
             .map(term),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kbatch_api::k8s_openapi::api::core::v1::Container;
+    use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    #[test]
+    fn a_slim_pod_keeps_what_a_finished_worker_reads() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("ns".into()),
+                uid: Some("u".into()),
+                resource_version: Some("7".into()),
+                deletion_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
+                labels: Some([("a".to_string(), "b".to_string())].into()),
+                finalizers: Some(vec!["f".into()]),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("kbatch-node".into()),
+                containers: vec![Container {
+                    name: "main".into(),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Succeeded".into()),
+                message: Some("done".into()),
+                ..PodStatus::default()
+            }),
+        };
+        let s = slim(&pod);
+        assert!(is_terminal(&s));
+        let m = &s.metadata;
+        assert_eq!(
+            (m.name.as_deref(), m.namespace.as_deref(), m.uid.as_deref()),
+            (Some("p"), Some("ns"), Some("u"))
+        );
+        assert_eq!(m.resource_version.as_deref(), Some("7"));
+        assert!(m.deletion_timestamp.is_some());
+        assert!(m.labels.is_none() && m.finalizers.is_none());
+        let spec = s.spec.unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("kbatch-node"));
+        assert!(spec.containers.is_empty());
+        assert_eq!(s.status.unwrap().message, None);
     }
 }
