@@ -822,50 +822,22 @@ async fn update_checked(
         {
             return Err(ApiError::modified_conflict(res.plural, res.group, &name));
         }
-        let (mut new, unknown) = strategy.decode_and_default(new)?;
-        warnings.clear();
-        warnings.extend(fv.check(sres, unknown)?);
-        {
-            let old_meta = object::meta(&old).cloned().unwrap_or_default();
-            let m = meta_mut(&mut new);
-            match (
-                m.get("uid").and_then(Value::as_str),
-                old_meta.get("uid").and_then(Value::as_str),
-            ) {
-                (Some(a), Some(b)) if !a.is_empty() && a != b => {
-                    return Err(ApiError::conflict(
-                        res.plural,
-                        res.group,
-                        &name,
-                        &format!(
-                            "Precondition failed: UID in precondition: {a}, UID in object meta: {b}"
-                        ),
-                    ));
-                }
-                _ => {}
-            }
-            for k in ["uid", "creationTimestamp", "generation"] {
-                match old_meta.get(k) {
-                    Some(v) => m.insert(k.into(), v.clone()),
-                    None => m.remove(k),
-                };
-            }
-            if let Some(ts) = old_meta.get("deletionTimestamp") {
-                m.insert("deletionTimestamp".into(), ts.clone());
-            }
-            if m.get("deletionGracePeriodSeconds")
-                .is_none_or(Value::is_null)
-                && let Some(g) = old_meta.get("deletionGracePeriodSeconds")
-            {
-                m.insert("deletionGracePeriodSeconds".into(), g.clone());
-            }
-            m.remove("resourceVersion");
-        }
+        let mut on_unknown = |unknown: Vec<String>| {
+            warnings.clear();
+            warnings.extend(fv.check(sres, unknown)?);
+            Ok(())
+        };
+        let mut fill = |m: &mut ObjectMeta, o: &ObjectMeta| fill_update_meta(m, o, res, &name);
         // An apply recorded its managers while merging; every other write is an Update.
-        if applying.is_none() {
-            apply::track_update(&tracked, &old, &mut new, manager, &now);
-        }
-        let new = strategy.prepare_and_validate_update(new, &old, part)?;
+        let mut track = |mut defaulted: Value| {
+            apply::track_update(&tracked, &old, &mut defaulted, manager, &now);
+            object::meta(&defaulted).and_then(|m| m.get("managedFields").cloned())
+        };
+        let track: Option<&mut dyn FnMut(Value) -> Option<Value>> = match applying {
+            None => Some(&mut track),
+            Some(_) => None,
+        };
+        let new = strategy.update(&new, &old, part, &mut on_unknown, &mut fill, track)?;
         if object::same_ignoring_rv(&new, &old) {
             return object_response(res, StatusCode::OK, &cur);
         }
@@ -890,6 +862,40 @@ async fn update_checked(
         }
     }
     Err(ApiError::modified_conflict(res.plural, res.group, &name))
+}
+
+/// The server's part of an updated object's metadata (upstream's `BeforeUpdate` and
+/// `FillObjectMetaSystemFields`): a UID, if given, must be the object's; the UID, creation
+/// time and generation stay the stored ones; a deletion in progress stays; the
+/// resourceVersion is the store's to stamp.
+fn fill_update_meta(
+    m: &mut ObjectMeta,
+    old: &ObjectMeta,
+    res: &Resource,
+    name: &str,
+) -> Result<(), ApiError> {
+    if let (Some(a), Some(b)) = (m.uid.as_deref(), old.uid.as_deref())
+        && !a.is_empty()
+        && a != b
+    {
+        return Err(ApiError::conflict(
+            res.plural,
+            res.group,
+            name,
+            &format!("Precondition failed: UID in precondition: {a}, UID in object meta: {b}"),
+        ));
+    }
+    m.uid.clone_from(&old.uid);
+    m.creation_timestamp.clone_from(&old.creation_timestamp);
+    m.generation = old.generation;
+    if old.deletion_timestamp.is_some() {
+        m.deletion_timestamp.clone_from(&old.deletion_timestamp);
+    }
+    if m.deletion_grace_period_seconds.is_none() {
+        m.deletion_grace_period_seconds = old.deletion_grace_period_seconds;
+    }
+    m.resource_version = None;
+    Ok(())
 }
 
 fn check_name(v: &Value, name: &str) -> Result<(), ApiError> {

@@ -77,14 +77,52 @@ pub fn rfc3339(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// Two stored documents equal apart from their resourceVersion (a no-op update).
+/// Two stored documents equal apart from their resourceVersion (a no-op update). Compared in
+/// place: cloning both documents to strip the field cost more than the comparison.
 pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-        }
-        v
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
     };
-    strip(a) == strip(b)
+    a.len() == b.len()
+        && a.iter().all(|(k, av)| match b.get(k) {
+            None => false,
+            Some(bv) if k == "metadata" => same_meta_ignoring_rv(av, bv),
+            Some(bv) => av == bv,
+        })
+}
+
+fn same_meta_ignoring_rv(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    const RV: &str = "resourceVersion";
+    let others = |m: &Map<String, Value>| m.len() - usize::from(m.contains_key(RV));
+    others(a) == others(b)
+        && a.iter()
+            .filter(|(k, _)| k.as_str() != RV)
+            .all(|(k, av)| b.get(k) == Some(av))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_ignoring_rv;
+    use serde_json::json;
+
+    #[test]
+    fn no_op_updates_ignore_only_the_resource_version() {
+        let a = json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "1", "labels": {"a": "b"}}, "spec": {"x": 1}});
+        let b = json!({"metadata": {"labels": {"a": "b"}, "resourceVersion": "9", "name": "p"}, "spec": {"x": 1}, "kind": "Pod"});
+        assert!(same_ignoring_rv(&a, &b));
+        let no_rv = json!({"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"x": 1}});
+        assert!(same_ignoring_rv(&a, &no_rv) && same_ignoring_rv(&no_rv, &a));
+        let relabelled = json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "1", "labels": {"a": "c"}}, "spec": {"x": 1}});
+        assert!(!same_ignoring_rv(&a, &relabelled));
+        let renamed_key = json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "1", "label": {"a": "b"}}, "spec": {"x": 1}});
+        assert!(!same_ignoring_rv(&a, &renamed_key));
+        let more = json!({"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}, "uid": "u"}, "spec": {"x": 1}});
+        assert!(!same_ignoring_rv(&a, &more) && !same_ignoring_rv(&more, &a));
+        let status = json!({"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"x": 1}, "status": {}});
+        assert!(!same_ignoring_rv(&a, &status) && !same_ignoring_rv(&status, &a));
+        assert!(same_ignoring_rv(&json!(1), &json!(1)) && !same_ignoring_rv(&json!(1), &json!(2)));
+    }
 }

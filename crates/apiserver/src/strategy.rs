@@ -172,6 +172,22 @@ impl Strategy {
         self.create(&v, &mut |_| Ok(()), &mut |_| Ok(()), None)
     }
 
+    /// The whole update pipeline in one typed pass, as `create` is for creates: decode `new`
+    /// (handing unknown fields to `on_unknown`), default, `fill` its system metadata from
+    /// `old`'s, `track` the defaulted object (it returns the managedFields to record), prepare
+    /// per `part`, validate (422), encode.
+    pub fn update(
+        &self,
+        new: &Value,
+        old: &Value,
+        part: Part,
+        on_unknown: &mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
+        fill: &mut dyn FnMut(&mut ObjectMeta, &ObjectMeta) -> Result<(), ApiError>,
+        track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
+    ) -> Result<Value, ApiError> {
+        dispatch!(self, t_update_pass(new, old, part, on_unknown, fill, track))
+    }
+
     /// Update preparation then validation for the main resource or the status subresource.
     pub fn prepare_and_validate_update(
         &self,
@@ -236,6 +252,41 @@ impl Strategy {
         Ok(out)
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn t_update_pass<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
+        &self,
+        rules: &Rules<K>,
+        new: &Value,
+        old: &Value,
+        part: Part,
+        on_unknown: &mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
+        fill: &mut dyn FnMut(&mut ObjectMeta, &ObjectMeta) -> Result<(), ApiError>,
+        track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
+    ) -> Result<Value, ApiError> {
+        let mut unknown = Vec::new();
+        let mut k: K = decode_tracking_unknown(self.res, new, &mut unknown)?;
+        on_unknown(unknown)?;
+        (rules.default)(&mut k);
+        let o: K = decode(self.res, old)?;
+        fill(k.metadata_mut(), o.metadata())?;
+        let managed = match track {
+            Some(track) => {
+                let mf = track(encode(&k)?);
+                k.metadata_mut().managed_fields = None;
+                Some(mf)
+            }
+            None => None,
+        };
+        self.prepare_validate_update(rules, &mut k, &o, part, new)?;
+        let mut out = encode(&k)?;
+        if let Some(Some(mf)) = managed
+            && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            m.insert("managedFields".into(), mf);
+        }
+        Ok(out)
+    }
+
     fn t_update<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
         &self,
         rules: &Rules<K>,
@@ -245,9 +296,22 @@ impl Strategy {
     ) -> Result<Value, ApiError> {
         let mut k: K = decode(self.res, &new)?;
         let o: K = decode(self.res, old)?;
+        self.prepare_validate_update(rules, &mut k, &o, part, &new)?;
+        encode(&k)
+    }
+
+    /// The kind's update preparation, upstream's BeforeUpdate metadata rules, validation.
+    fn prepare_validate_update<K: Metadata<Ty = ObjectMeta>>(
+        &self,
+        rules: &Rules<K>,
+        k: &mut K,
+        o: &K,
+        part: Part,
+        new: &Value,
+    ) -> Result<(), ApiError> {
         match part {
-            Part::Main => (rules.prepare_update)(&mut k, &o),
-            Part::Status => (rules.prepare_status)(&mut k, &o),
+            Part::Main => (rules.prepare_update)(k, o),
+            Part::Status => (rules.prepare_status)(k, o),
         }
         // As upstream's BeforeUpdate, after the kind's preparation (the pod status strategy
         // clears it): an update never removes or changes a deletion timestamp or grace period.
@@ -261,13 +325,13 @@ impl Strategy {
             meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds;
         }
         let errs = match part {
-            Part::Main => (rules.validate_update)(&k, &o),
-            Part::Status => (rules.validate_status)(&k, &o),
+            Part::Main => (rules.validate_update)(k, o),
+            Part::Status => (rules.validate_status)(k, o),
         };
         if !errs.is_empty() {
-            return Err(self.invalid(&new, &errs));
+            return Err(self.invalid(new, &errs));
         }
-        encode(&k)
+        Ok(())
     }
 
     fn invalid(&self, v: &Value, errs: &ErrorList) -> ApiError {
