@@ -71,9 +71,12 @@ pub async fn run(
     let outcome = if is_terminal(&w.latest) {
         Outcome::Finished
     } else if w.started_before() {
-        w.fail_after_restart().await
+        Box::pin(w.fail_after_restart()).await
     } else {
-        w.run_containers().await
+        // Boxed: the run's state (API calls in flight) is large, and a task's allocation
+        // is sized for its largest state for as long as the task lives, which for a
+        // finished pod is until it is deleted.
+        Box::pin(w.run_containers()).await
     };
     match outcome {
         Outcome::Finished => {
@@ -108,6 +111,15 @@ pub fn slim(pod: &Pod) -> Pod {
             ..PodStatus::default()
         }),
     }
+}
+
+/// `pod` as `slim` makes it, sharing it when it already is (the manager sends finished
+/// workers slim pods).
+fn slimmed(pod: Arc<Pod>) -> Arc<Pod> {
+    let fat = pod.spec.as_ref().is_some_and(|s| !s.containers.is_empty())
+        || pod.metadata.labels.is_some()
+        || pod.status.as_ref().is_some_and(|s| s.conditions.is_some());
+    if fat { Arc::new(slim(&pod)) } else { pod }
 }
 
 pub fn is_terminal(pod: &Pod) -> bool {
@@ -938,7 +950,7 @@ impl Worker {
 
     /// Drop what only the run needed.
     fn release(&mut self) {
-        self.latest = Arc::new(slim(&self.latest));
+        self.latest = slimmed(self.latest.clone());
         self.written = None;
         self.slots = Vec::new();
         self.exits = FuturesUnordered::new();
@@ -965,7 +977,7 @@ impl Worker {
                     }),
                     ..DeleteParams::default()
                 };
-                match self.api.delete(&self.name, &dp).await {
+                match Box::pin(self.api.delete(&self.name, &dp)).await {
                     Ok(_) => deleted = true,
                     Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => deleted = true,
                     Err(e) => {
@@ -977,7 +989,7 @@ impl Worker {
                 .then(|| Instant::now() + RETRY_DELAY);
             tokio::select! {
                 changed = self.pods.changed() => match changed {
-                    Ok(()) => self.latest = Arc::new(slim(&self.pods.borrow_and_update())),
+                    Ok(()) => self.latest = slimmed(self.pods.borrow_and_update().clone()),
                     Err(_) => {
                         self.cleanup();
                         return;
@@ -1097,5 +1109,10 @@ mod tests {
         assert_eq!(spec.node_name.as_deref(), Some("kbatch-node"));
         assert!(spec.containers.is_empty());
         assert_eq!(s.status.unwrap().message, None);
+        // A pod that is slim already is shared, not copied again.
+        let fat = Arc::new(pod);
+        let once = slimmed(fat.clone());
+        assert!(!Arc::ptr_eq(&fat, &once));
+        assert!(Arc::ptr_eq(&once, &slimmed(once.clone())));
     }
 }
