@@ -1,10 +1,10 @@
 //! The executor's main loop: one watch over all pods feeds the binder's index and one worker per
-//! pod bound to this node (each worker gets the latest version of its pod; the channel closes
-//! when the object is gone).
+//! running pod bound to this node (each worker gets the latest version of its pod; the channel
+//! closes when the object is gone). A finished pod is kept as its identity alone until it is
+//! deleted: its deletion is confirmed, and its files are removed once the object is gone.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -16,20 +16,25 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::binder::{self, PodIndex};
-use crate::worker::{self, Context};
+use crate::worker::{self, Context, Finished};
 use crate::{ExecutorConfig, state};
 
-/// A running worker: the channel of its pod's versions, and whether its pod has finished.
-struct WorkerHandle {
-    pods: watch::Sender<Arc<Pod>>,
-    finished: Arc<AtomicBool>,
+/// A finished pod waiting on the node for its deletion.
+struct Done {
+    pod: Finished,
+    /// The deletion is being confirmed.
+    confirming: bool,
 }
 
 struct Manager {
     ctx: Arc<Context>,
     index: PodIndex,
-    workers: HashMap<String, WorkerHandle>,
-    tasks: JoinSet<()>,
+    /// Pods being run: the channel of each one's versions, to its worker.
+    workers: HashMap<String, watch::Sender<Arc<Pod>>>,
+    /// Pods whose terminal status is written, by UID.
+    finished: HashMap<String, Done>,
+    tasks: JoinSet<Option<Finished>>,
+    confirms: JoinSet<()>,
     binds: JoinSet<(String, Result<(), kube::Error>)>,
     shutdown: watch::Receiver<bool>,
     /// Pods seen during a (re-)list; the ones missing at its end are gone.
@@ -48,7 +53,9 @@ pub async fn run(
         ctx: Arc::new(Context { client, config }),
         index: PodIndex::default(),
         workers: HashMap::new(),
+        finished: HashMap::new(),
         tasks: JoinSet::new(),
+        confirms: JoinSet::new(),
         binds: JoinSet::new(),
         shutdown: shutdown.clone(),
         listing: None,
@@ -73,7 +80,12 @@ pub async fn run(
                     m.index.bind_done(&uid, result.is_ok(), Instant::now());
                 }
             },
-            Some(_) = m.tasks.join_next(), if !m.tasks.is_empty() => {},
+            Some(done) = m.tasks.join_next(), if !m.tasks.is_empty() => {
+                if let Ok(Some(pod)) = done {
+                    m.on_finished(pod);
+                }
+            },
+            Some(_) = m.confirms.join_next(), if !m.confirms.is_empty() => {},
             _ = sleep_until(retry) => {},
             changed = shutdown.changed() => {
                 // A dropped sender means nobody can stop us any more: stop now.
@@ -85,6 +97,7 @@ pub async fn run(
         m.bind_what_fits();
     }
     m.binds.abort_all();
+    m.confirms.abort_all();
     // Workers see the same shutdown signal and stop their containers.
     while m.tasks.join_next().await.is_some() {}
 }
@@ -115,6 +128,7 @@ impl Manager {
                 let gone: Vec<String> = self
                     .workers
                     .keys()
+                    .chain(self.finished.keys())
                     .filter(|uid| !seen.contains(*uid))
                     .cloned()
                     .collect();
@@ -148,39 +162,60 @@ impl Manager {
         if !on_this_node {
             return;
         }
+        if let Some(done) = self.finished.get_mut(&uid) {
+            let deleting = pod.metadata.deletion_timestamp.is_some();
+            if deleting && !done.confirming {
+                done.confirming = true;
+                let pod = done.pod.clone();
+                self.confirm_deletion(pod);
+            }
+            return;
+        }
         match self.workers.get(&uid) {
-            Some(w) => {
-                // A finished worker only waits for the object to go: the channel, which holds
-                // the latest version until the next, need not keep the whole pod.
-                let pod = if w.finished.load(Ordering::Acquire) {
-                    worker::slim(&pod)
-                } else {
-                    pod
-                };
-                w.pods.send_replace(Arc::new(pod));
+            Some(tx) => {
+                tx.send_replace(Arc::new(pod));
             }
             None => {
                 let (tx, rx) = watch::channel(Arc::new(pod));
-                let finished = Arc::new(AtomicBool::new(false));
-                self.workers.insert(
-                    uid,
-                    WorkerHandle {
-                        pods: tx,
-                        finished: finished.clone(),
-                    },
-                );
-                self.tasks.spawn(worker::run(
-                    self.ctx.clone(),
-                    rx,
-                    self.shutdown.clone(),
-                    finished,
-                ));
+                self.workers.insert(uid, tx);
+                self.tasks
+                    .spawn(worker::run(self.ctx.clone(), rx, self.shutdown.clone()));
             }
         }
     }
 
+    /// A worker wrote its pod's terminal status: the pod now only waits to be deleted.
+    fn on_finished(&mut self, pod: Finished) {
+        let Some(tx) = self.workers.remove(&pod.uid) else {
+            // Deleted while it finished: nothing waits for it.
+            worker::remove_pod_files(&self.ctx.config, &pod.namespace, &pod.name, &pod.uid);
+            return;
+        };
+        let deleting = tx.borrow().metadata.deletion_timestamp.is_some();
+        if deleting {
+            self.confirm_deletion(pod.clone());
+        }
+        self.finished.insert(
+            pod.uid.clone(),
+            Done {
+                pod,
+                confirming: deleting,
+            },
+        );
+    }
+
+    fn confirm_deletion(&mut self, pod: Finished) {
+        let api = Api::namespaced(self.ctx.client.clone(), &pod.namespace);
+        self.confirms
+            .spawn(worker::confirm_deletion(api, pod, self.shutdown.clone()));
+    }
+
     fn remove(&mut self, uid: &str) {
         self.index.forget(uid);
+        if let Some(done) = self.finished.remove(uid) {
+            let p = &done.pod;
+            worker::remove_pod_files(&self.ctx.config, &p.namespace, &p.name, &p.uid);
+        }
         // Dropping the sender tells the worker its pod is gone.
         self.workers.remove(uid);
     }

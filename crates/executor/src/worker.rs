@@ -1,7 +1,8 @@
-//! One pod bound to this node, from its first sight to its removal: run init containers in
-//! order and then the regular ones, restart them per restartPolicy with crash back-off, enforce
-//! activeDeadlineSeconds, stop everything on deletion (SIGTERM, SIGKILL after the grace
-//! period), report status whenever it changes, and finally delete the object and its logs.
+//! One pod bound to this node, from its first sight to its terminal status: run init
+//! containers in order and then the regular ones, restart them per restartPolicy with crash
+//! back-off, enforce activeDeadlineSeconds, stop everything on deletion (SIGTERM, SIGKILL after
+//! the grace period), report status whenever it changes. A finished pod is then the manager's
+//! to keep until deleted (`confirm_deletion`, then `remove_pod_files` once it is gone).
 //!
 //! After an executor restart, a pod that had started containers under the previous run cannot
 //! be followed (its processes are no longer our children, their exit codes are lost): leftover
@@ -10,15 +11,13 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use jiff::Timestamp;
-use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodSpec, PodStatus};
-use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
 use kbatch_api::podlog;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
@@ -58,68 +57,85 @@ pub struct Context {
     pub config: ExecutorConfig,
 }
 
+/// A pod whose terminal status is written. The node keeps only this of it until the object
+/// is deleted (see `confirm_deletion` and `remove_pod_files`): a node holds many finished
+/// pods, and a worker task with its pod for each would cost kilobytes apiece.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+}
+
 /// Run the pod whose latest version `pods` carries; the channel closes when the object is gone.
-/// `finished` is set once the pod's terminal status is written: from then on the worker only
-/// waits for the object to go, and its sender may hand it `slim` versions.
+/// Returns the pod once its terminal status is written.
 pub async fn run(
     ctx: Arc<Context>,
     pods: watch::Receiver<Arc<Pod>>,
     shutdown: watch::Receiver<bool>,
-    finished: Arc<AtomicBool>,
-) {
+) -> Option<Finished> {
     let mut w = Worker::new(ctx, pods, shutdown);
     let outcome = if is_terminal(&w.latest) {
         Outcome::Finished
     } else if w.started_before() {
         Box::pin(w.fail_after_restart()).await
     } else {
-        // Boxed: the run's state (API calls in flight) is large, and a task's allocation
-        // is sized for its largest state for as long as the task lives, which for a
-        // finished pod is until it is deleted.
+        // Boxed: the run's state (API calls in flight) is large, and a task is allocated at
+        // the size of its largest state.
         Box::pin(w.run_containers()).await
     };
     match outcome {
-        Outcome::Finished => {
-            w.release();
-            finished.store(true, Ordering::Release);
-            w.wait_for_removal().await
+        Outcome::Finished => Some(Finished {
+            uid: w.uid,
+            namespace: w.namespace,
+            name: w.name,
+        }),
+        Outcome::Vanished => {
+            w.cleanup();
+            None
         }
-        Outcome::Vanished => w.cleanup(),
-        Outcome::Shutdown => {}
+        Outcome::Shutdown => None,
     }
 }
 
-/// What a finished pod's worker still reads of it: its identity, deletion and phase. A node
-/// keeps many finished pods until they are deleted; this keeps them small.
-pub fn slim(pod: &Pod) -> Pod {
-    let m = &pod.metadata;
-    Pod {
-        metadata: ObjectMeta {
-            name: m.name.clone(),
-            namespace: m.namespace.clone(),
-            uid: m.uid.clone(),
-            resource_version: m.resource_version.clone(),
-            deletion_timestamp: m.deletion_timestamp.clone(),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-            ..PodSpec::default()
+/// Confirm the deletion of a finished pod, as kubelet does once its containers are stopped:
+/// delete with grace 0 and a UID precondition, retried until the server answers.
+pub async fn confirm_deletion(api: Api<Pod>, pod: Finished, mut shutdown: watch::Receiver<bool>) {
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(pod.uid.clone()),
+            resource_version: None,
         }),
-        status: Some(PodStatus {
-            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
-            ..PodStatus::default()
-        }),
+        ..DeleteParams::default()
+    };
+    loop {
+        match api.delete(&pod.name, &dp).await {
+            // 404: gone already; 409: the name now belongs to another pod.
+            Ok(_) => return,
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return,
+            Err(e) => {
+                tracing::warn!(pod = %pod.name, error = %e, "removing a deleted pod");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RETRY_DELAY) => {}
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
     }
 }
 
-/// `pod` as `slim` makes it, sharing it when it already is (the manager sends finished
-/// workers slim pods).
-fn slimmed(pod: Arc<Pod>) -> Arc<Pod> {
-    let fat = pod.spec.as_ref().is_some_and(|s| !s.containers.is_empty())
-        || pod.metadata.labels.is_some()
-        || pod.status.as_ref().is_some_and(|s| s.conditions.is_some());
-    if fat { Arc::new(slim(&pod)) } else { pod }
+/// The object is gone: so are its logs, its default working directory and its state file.
+pub fn remove_pod_files(config: &ExecutorConfig, namespace: &str, name: &str, uid: &str) {
+    let logs = podlog::pod_dir(&config.log_dir(), namespace, name, uid);
+    let _ = std::fs::remove_dir_all(logs);
+    let _ = std::fs::remove_dir_all(config.pods_dir().join(uid));
+    state::remove(&config.state_dir(), uid);
+    tracing::debug!(%namespace, pod = %name, "pod removed");
 }
 
 pub fn is_terminal(pod: &Pod) -> bool {
@@ -948,71 +964,15 @@ impl Worker {
 
     // ---- after the end ----------------------------------------------------------------
 
-    /// Drop what only the run needed.
-    fn release(&mut self) {
-        self.latest = slimmed(self.latest.clone());
-        self.written = None;
-        self.slots = Vec::new();
-        self.exits = FuturesUnordered::new();
-        self.state = None;
-    }
-
     fn forget_state(&mut self) {
         if self.state.take().is_some() {
             state::remove(&self.config().state_dir(), &self.uid);
         }
     }
 
-    /// A finished pod stays until it is deleted; then its object is removed (grace 0, as
-    /// kubelet confirms a deletion) and, once gone, its logs and working directory.
-    async fn wait_for_removal(&mut self) {
-        let mut deleted = false;
-        loop {
-            if !deleted && self.latest.metadata.deletion_timestamp.is_some() {
-                let dp = DeleteParams {
-                    grace_period_seconds: Some(0),
-                    preconditions: Some(Preconditions {
-                        uid: Some(self.uid.clone()),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match Box::pin(self.api.delete(&self.name, &dp)).await {
-                    Ok(_) => deleted = true,
-                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => deleted = true,
-                    Err(e) => {
-                        tracing::warn!(pod = %self.name, error = %e, "removing a deleted pod");
-                    }
-                }
-            }
-            let retry = (!deleted && self.latest.metadata.deletion_timestamp.is_some())
-                .then(|| Instant::now() + RETRY_DELAY);
-            tokio::select! {
-                changed = self.pods.changed() => match changed {
-                    Ok(()) => self.latest = slimmed(self.pods.borrow_and_update().clone()),
-                    Err(_) => {
-                        self.cleanup();
-                        return;
-                    }
-                },
-                changed = self.shutdown.changed(), if !self.shutting_down => {
-                    if changed.is_err() || *self.shutdown.borrow() {
-                        return;
-                    }
-                },
-                _ = sleep_until(retry) => {}
-            }
-        }
-    }
-
-    /// The object is gone: so are its logs, its default working directory and its state.
+    /// The object is gone while this worker ran it.
     fn cleanup(&mut self) {
-        let cfg = self.config();
-        let logs = podlog::pod_dir(&cfg.log_dir(), &self.namespace, &self.name, &self.uid);
-        let _ = std::fs::remove_dir_all(logs);
-        let _ = std::fs::remove_dir_all(cfg.pods_dir().join(&self.uid));
-        state::remove(&cfg.state_dir(), &self.uid);
-        tracing::debug!(namespace = %self.namespace, pod = %self.name, "pod removed");
+        remove_pod_files(self.config(), &self.namespace, &self.name, &self.uid);
     }
 }
 
@@ -1059,60 +1019,5 @@ fn record_from_status(cs: &ContainerStatus) -> ContainerRecord {
             .as_ref()
             .and_then(|l| l.terminated.as_ref())
             .map(term),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kbatch_api::k8s_openapi::api::core::v1::Container;
-    use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-    #[test]
-    fn a_slim_pod_keeps_what_a_finished_worker_reads() {
-        let pod = Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                namespace: Some("ns".into()),
-                uid: Some("u".into()),
-                resource_version: Some("7".into()),
-                deletion_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
-                labels: Some([("a".to_string(), "b".to_string())].into()),
-                finalizers: Some(vec!["f".into()]),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                node_name: Some("kbatch-node".into()),
-                containers: vec![Container {
-                    name: "main".into(),
-                    ..Container::default()
-                }],
-                ..PodSpec::default()
-            }),
-            status: Some(PodStatus {
-                phase: Some("Succeeded".into()),
-                message: Some("done".into()),
-                ..PodStatus::default()
-            }),
-        };
-        let s = slim(&pod);
-        assert!(is_terminal(&s));
-        let m = &s.metadata;
-        assert_eq!(
-            (m.name.as_deref(), m.namespace.as_deref(), m.uid.as_deref()),
-            (Some("p"), Some("ns"), Some("u"))
-        );
-        assert_eq!(m.resource_version.as_deref(), Some("7"));
-        assert!(m.deletion_timestamp.is_some());
-        assert!(m.labels.is_none() && m.finalizers.is_none());
-        let spec = s.spec.unwrap();
-        assert_eq!(spec.node_name.as_deref(), Some("kbatch-node"));
-        assert!(spec.containers.is_empty());
-        assert_eq!(s.status.unwrap().message, None);
-        // A pod that is slim already is shared, not copied again.
-        let fat = Arc::new(pod);
-        let once = slimmed(fat.clone());
-        assert!(!Arc::ptr_eq(&fat, &once));
-        assert!(Arc::ptr_eq(&once, &slimmed(once.clone())));
     }
 }

@@ -229,6 +229,40 @@ async fn deleting_a_running_pod_stops_its_process_group_and_removes_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_pod_keeps_its_logs_until_deleted_then_is_removed_with_them() {
+    let c = Cluster::start().await;
+    // Two finished pods: deleting one leaves the other's logs in place.
+    for name in ["done", "kept"] {
+        c.create(pod(name, &["sh", "-c", "echo bye"], "Never"))
+            .await;
+    }
+    let mut dirs = Vec::new();
+    for name in ["done", "kept"] {
+        let p = c.wait_phase(name, "Succeeded", 10).await;
+        let uid = p.metadata.uid.clone().unwrap();
+        dirs.push((
+            c.log_dir().join(format!("default_{name}_{uid}")),
+            c.data_dir().join("executor/pods").join(&uid),
+        ));
+    }
+    // Long after it ended, the pod and its logs are still there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (logs, workdir) = &dirs[0];
+    assert!(logs.exists() && workdir.exists());
+    c.delete("done").await;
+    c.wait_gone("done", 10).await;
+    eventually(
+        Duration::from_secs(5),
+        "files removed with the pod",
+        || async { (!logs.exists() && !workdir.exists()).then_some(()) },
+    )
+    .await;
+    assert!(dirs[1].0.exists(), "another pod's logs stay");
+    assert_eq!(phase_of(&c.pods().get("kept").await.unwrap()), "Succeeded");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_reports_the_terminated_state_before_removal() {
     let c = Cluster::start().await;
     let mut p = pod("held", &["sleep", "1000"], "Never");
