@@ -16,7 +16,7 @@ use crate::object::{self, meta_mut, rfc3339};
 use crate::request::{Query, Target};
 use crate::resources::{Kind, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::strategy::{Part, Strategy};
+use crate::strategy::{Part, Strategy, UpdateHooks};
 use crate::table;
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -837,7 +837,12 @@ async fn update_checked(
             None => Some(&mut track),
             Some(_) => None,
         };
-        let new = strategy.update(&new, &old, part, &mut on_unknown, &mut fill, track)?;
+        let hooks = UpdateHooks {
+            on_unknown: &mut on_unknown,
+            fill: &mut fill,
+            track,
+        };
+        let new = strategy.update(&new, &old, part, hooks)?;
         if object::same_ignoring_rv(&new, &old) {
             return object_response(res, StatusCode::OK, &cur);
         }

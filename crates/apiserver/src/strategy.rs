@@ -121,6 +121,41 @@ fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
     serde_json::to_value(k).map_err(|e| ApiError::internal(format!("encoding object: {e}")))
 }
 
+/// Hands `track` the encoded object and returns the managedFields it computed, cleared from the
+/// typed form: they go into the encoded object at the end (`encode_with_managed`), as a round
+/// trip through the typed form would copy them twice for nothing.
+fn take_managed<K: Serialize + Metadata<Ty = ObjectMeta>>(
+    k: &mut K,
+    track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
+) -> Result<Option<Value>, ApiError> {
+    let Some(track) = track else {
+        return Ok(None);
+    };
+    let managed = track(encode(k)?);
+    k.metadata_mut().managed_fields = None;
+    Ok(managed)
+}
+
+fn encode_with_managed<K: Serialize>(k: &K, managed: Option<Value>) -> Result<Value, ApiError> {
+    let mut out = encode(k)?;
+    if let Some(mf) = managed
+        && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        m.insert("managedFields".into(), mf);
+    }
+    Ok(out)
+}
+
+/// The server's parts of an update pass (see `Strategy::update`).
+pub struct UpdateHooks<'a> {
+    /// Gets the paths of unknown fields, before anything else (strict decoding comes first).
+    pub on_unknown: &'a mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
+    /// Sets the system metadata of the new object from the stored one.
+    pub fill: &'a mut dyn FnMut(&mut ObjectMeta, &ObjectMeta) -> Result<(), ApiError>,
+    /// Gets the defaulted object, returns the managedFields to record.
+    pub track: Option<&'a mut dyn FnMut(Value) -> Option<Value>>,
+}
+
 /// Runs typed hooks on JSON documents for one resource.
 pub struct Strategy {
     res: &'static Resource,
@@ -181,11 +216,9 @@ impl Strategy {
         new: &Value,
         old: &Value,
         part: Part,
-        on_unknown: &mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
-        fill: &mut dyn FnMut(&mut ObjectMeta, &ObjectMeta) -> Result<(), ApiError>,
-        track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
+        hooks: UpdateHooks<'_>,
     ) -> Result<Value, ApiError> {
-        dispatch!(self, t_update_pass(new, old, part, on_unknown, fill, track))
+        dispatch!(self, t_update_pass(new, old, part, hooks))
     }
 
     /// Update preparation then validation for the main resource or the status subresource.
@@ -222,16 +255,7 @@ impl Strategy {
         on_unknown(unknown)?;
         (rules.default)(&mut k);
         fill(k.metadata_mut())?;
-        // The managedFields go into the encoded object: a round trip through the typed form
-        // would copy them twice for nothing.
-        let managed = match track {
-            Some(track) => {
-                let mf = track(encode(&k)?);
-                k.metadata_mut().managed_fields = None;
-                Some(mf)
-            }
-            None => None,
-        };
+        let managed = take_managed(&mut k, track)?;
         (rules.prepare_create)(&mut k);
         let errs = (rules.validate_create)(&k);
         if !errs.is_empty() {
@@ -243,48 +267,26 @@ impl Strategy {
                 &errs,
             ));
         }
-        let mut out = encode(&k)?;
-        if let Some(Some(mf)) = managed
-            && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            m.insert("managedFields".into(), mf);
-        }
-        Ok(out)
+        encode_with_managed(&k, managed)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn t_update_pass<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
         &self,
         rules: &Rules<K>,
         new: &Value,
         old: &Value,
         part: Part,
-        on_unknown: &mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
-        fill: &mut dyn FnMut(&mut ObjectMeta, &ObjectMeta) -> Result<(), ApiError>,
-        track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
+        hooks: UpdateHooks<'_>,
     ) -> Result<Value, ApiError> {
         let mut unknown = Vec::new();
         let mut k: K = decode_tracking_unknown(self.res, new, &mut unknown)?;
-        on_unknown(unknown)?;
+        (hooks.on_unknown)(unknown)?;
         (rules.default)(&mut k);
         let o: K = decode(self.res, old)?;
-        fill(k.metadata_mut(), o.metadata())?;
-        let managed = match track {
-            Some(track) => {
-                let mf = track(encode(&k)?);
-                k.metadata_mut().managed_fields = None;
-                Some(mf)
-            }
-            None => None,
-        };
+        (hooks.fill)(k.metadata_mut(), o.metadata())?;
+        let managed = take_managed(&mut k, hooks.track)?;
         self.prepare_validate_update(rules, &mut k, &o, part, new)?;
-        let mut out = encode(&k)?;
-        if let Some(Some(mf)) = managed
-            && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            m.insert("managedFields".into(), mf);
-        }
-        Ok(out)
+        encode_with_managed(&k, managed)
     }
 
     fn t_update<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
