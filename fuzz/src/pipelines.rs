@@ -19,7 +19,7 @@ use kbatch_apiserver::handlers::{self, storage_resource};
 use kbatch_apiserver::request::{self, Query};
 use kbatch_apiserver::resources::{Kind, RESOURCES, Resource};
 use kbatch_apiserver::selector::{FieldSelector, LabelSelector};
-use kbatch_apiserver::strategy::{Part, Strategy};
+use kbatch_apiserver::strategy::{Part, Strategy, UpdateHooks};
 use serde_json::{Map, Value, json};
 
 /// Valid objects of every kind, in the form a client sends them. They double as corpus seeds.
@@ -178,42 +178,14 @@ pub fn update(
     let ns = meta_str(old, "namespace").to_string();
     meta_mut(&mut new).insert("namespace".into(), json!(ns));
     set_namespace(res, &mut new, &ns);
-    let (mut new, _unknown) = strategy
-        .decode_and_default(new)
-        .map_err(|e| e.message.clone())?;
-    let old_meta = old
-        .get("metadata")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let m = meta_mut(&mut new);
-    // A different uid is a failed precondition; the server stops there.
-    if let (Some(a), Some(b)) = (
-        m.get("uid").and_then(Value::as_str),
-        old_meta.get("uid").and_then(Value::as_str),
-    ) && !a.is_empty()
-        && a != b
-    {
-        return Err("uid precondition failed".into());
-    }
-    for k in ["uid", "creationTimestamp", "generation"] {
-        match old_meta.get(k) {
-            Some(v) => m.insert(k.into(), v.clone()),
-            None => m.remove(k),
-        };
-    }
-    if let Some(ts) = old_meta.get("deletionTimestamp") {
-        m.insert("deletionTimestamp".into(), ts.clone());
-    }
-    if m.get("deletionGracePeriodSeconds")
-        .is_none_or(Value::is_null)
-        && let Some(g) = old_meta.get("deletionGracePeriodSeconds")
-    {
-        m.insert("deletionGracePeriodSeconds".into(), g.clone());
-    }
-    m.remove("resourceVersion");
+    // Unknown fields only matter under fieldValidation=Strict; managedFields are not fuzzed.
+    let hooks = UpdateHooks {
+        on_unknown: &mut |_| Ok(()),
+        fill: &mut |m, o| handlers::fill_update_meta(m, o, res, &name),
+        track: None,
+    };
     strategy
-        .prepare_and_validate_update(new, old, part)
+        .update(&new, old, part, hooks)
         .map_err(|e| e.message.clone())
 }
 

@@ -873,7 +873,7 @@ async fn update_checked(
 /// `FillObjectMetaSystemFields`): a UID, if given, must be the object's; the UID, creation
 /// time and generation stay the stored ones; a deletion in progress stays; the
 /// resourceVersion is the store's to stamp.
-fn fill_update_meta(
+pub fn fill_update_meta(
     m: &mut ObjectMeta,
     old: &ObjectMeta,
     res: &Resource,

@@ -221,16 +221,6 @@ impl Strategy {
         dispatch!(self, t_update_pass(new, old, part, hooks))
     }
 
-    /// Update preparation then validation for the main resource or the status subresource.
-    pub fn prepare_and_validate_update(
-        &self,
-        new: Value,
-        old: &Value,
-        part: Part,
-    ) -> Result<Value, ApiError> {
-        dispatch!(self, t_update(new, old, part))
-    }
-
     fn t_default<K: DeserializeOwned + Serialize>(
         &self,
         rules: &Rules<K>,
@@ -287,19 +277,6 @@ impl Strategy {
         let managed = take_managed(&mut k, hooks.track)?;
         self.prepare_validate_update(rules, &mut k, &o, part, new)?;
         encode_with_managed(&k, managed)
-    }
-
-    fn t_update<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
-        &self,
-        rules: &Rules<K>,
-        new: Value,
-        old: &Value,
-        part: Part,
-    ) -> Result<Value, ApiError> {
-        let mut k: K = decode(self.res, &new)?;
-        let o: K = decode(self.res, old)?;
-        self.prepare_validate_update(rules, &mut k, &o, part, &new)?;
-        encode(&k)
     }
 
     /// The kind's update preparation, upstream's BeforeUpdate metadata rules, validation.

@@ -162,8 +162,8 @@ impl Manager {
         if !on_this_node {
             return;
         }
+        let deleting = pod.metadata.deletion_timestamp.is_some();
         if let Some(done) = self.finished.get_mut(&uid) {
-            let deleting = pod.metadata.deletion_timestamp.is_some();
             if deleting && !done.confirming {
                 done.confirming = true;
                 let pod = done.pod.clone();
@@ -174,6 +174,17 @@ impl Manager {
         match self.workers.get(&uid) {
             Some(tx) => {
                 tx.send_replace(Arc::new(pod));
+            }
+            // Finished before we saw it (a restarted executor lists all its finished pods):
+            // no worker needed.
+            None if worker::is_terminal(&pod) => {
+                let m = pod.metadata;
+                let done = Finished {
+                    uid,
+                    namespace: m.namespace.unwrap_or_default(),
+                    name: m.name.unwrap_or_default(),
+                };
+                self.keep_finished(done, deleting);
             }
             None => {
                 let (tx, rx) = watch::channel(Arc::new(pod));
@@ -192,6 +203,11 @@ impl Manager {
             return;
         };
         let deleting = tx.borrow().metadata.deletion_timestamp.is_some();
+        self.keep_finished(pod, deleting);
+    }
+
+    /// Keep a finished pod until it is deleted, confirming the deletion if it has begun.
+    fn keep_finished(&mut self, pod: Finished, deleting: bool) {
         if deleting {
             self.confirm_deletion(pod.clone());
         }

@@ -67,7 +67,8 @@ pub struct Finished {
     pub name: String,
 }
 
-/// Run the pod whose latest version `pods` carries; the channel closes when the object is gone.
+/// Run the pod whose latest version `pods` carries (not yet terminal: the manager keeps a pod
+/// that is finished already without a worker); the channel closes when the object is gone.
 /// Returns the pod once its terminal status is written.
 pub async fn run(
     ctx: Arc<Context>,
@@ -75,9 +76,7 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
 ) -> Option<Finished> {
     let mut w = Worker::new(ctx, pods, shutdown);
-    let outcome = if is_terminal(&w.latest) {
-        Outcome::Finished
-    } else if w.started_before() {
+    let outcome = if w.started_before() {
         Box::pin(w.fail_after_restart()).await
     } else {
         // Boxed: the run's state (API calls in flight) is large, and a task is allocated at

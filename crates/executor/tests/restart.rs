@@ -145,3 +145,30 @@ async fn leftovers_of_a_crashed_run_are_killed() {
     assert!(!stale_logs.exists());
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_finished_before_a_restart_is_kept_then_removed_with_its_logs() {
+    let mut c = Cluster::start().await;
+    c.create(pod("earlier", &["sh", "-c", "echo done"], "Never"))
+        .await;
+    let p = c.wait_phase("earlier", "Succeeded", 10).await;
+    let uid = p.metadata.uid.clone().unwrap();
+    let logs = c.log_dir().join(format!("default_earlier_{uid}"));
+    c.stop_executor().await;
+    c.start_executor();
+    // The restarted executor leaves the finished pod as it is: not failed, not run again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let p = c.pods().get("earlier").await.unwrap();
+    assert_eq!(phase_of(&p), "Succeeded");
+    assert_eq!(status_of(&p, "main").restart_count, 0);
+    assert!(logs.exists());
+    c.delete("earlier").await;
+    c.wait_gone("earlier", 10).await;
+    eventually(
+        Duration::from_secs(5),
+        "logs removed with the pod",
+        || async { (!logs.exists()).then_some(()) },
+    )
+    .await;
+    c.shutdown().await;
+}
