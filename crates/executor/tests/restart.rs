@@ -127,7 +127,11 @@ async fn leftovers_of_a_crashed_run_are_killed() {
     write_state("0000-gone", "gone", gone.id());
     let stale_logs = c.log_dir().join("default_gone_0000-gone/main");
     std::fs::create_dir_all(&stale_logs).unwrap();
-    assert_eq!(processes_with_marker(&m).len(), 2);
+    // spawn() returns when exec begins; the new environment shows in /proc a moment later.
+    eventually(Duration::from_secs(5), "both leftovers run", || async {
+        (processes_with_marker(&m).len() == 2).then_some(())
+    })
+    .await;
 
     c.start_executor();
     c.wait_for_node().await;
@@ -141,8 +145,15 @@ async fn leftovers_of_a_crashed_run_are_killed() {
     .await;
     let _ = running.wait();
     let _ = gone.wait();
-    assert!(!state_dir.join("0000-gone.json").exists());
-    assert!(!stale_logs.exists());
+    // The sweep removes the files once the process is gone, a moment after the kill.
+    eventually(
+        Duration::from_secs(5),
+        "the gone pod's state file and logs are removed",
+        || async {
+            (!state_dir.join("0000-gone.json").exists() && !stale_logs.exists()).then_some(())
+        },
+    )
+    .await;
     c.shutdown().await;
 }
 
