@@ -311,6 +311,50 @@ async fn non_indexed_job_runs_to_completion_with_parallelism() {
     }
 }
 
+/// client-go's event correlator: after nine `SuccessfulCreate` events that differ only by
+/// message, the rest are one combined event whose count grows (patched, not re-created).
+#[tokio::test]
+async fn similar_events_are_combined_into_one_counted_event() {
+    let server = server().await;
+    let client = server.client().await;
+    let (jobs, pods) = apis(&client);
+    create(
+        &jobs,
+        job_with("wide", json!({"parallelism": 12, "completions": 12})),
+    )
+    .await;
+    wait_active(&pods, "wide", 12).await;
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let lp = ListParams::default().fields("involvedObject.name=wide,involvedObject.kind=Job");
+    let created = eventually(WAIT, "twelve creations recorded", || async {
+        let list = events.list(&lp).await.expect("list events").items;
+        let created: Vec<Event> = list
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("SuccessfulCreate"))
+            .collect();
+        let total: i32 = created.iter().map(|e| e.count.unwrap_or(0)).sum();
+        (total == 12).then_some(created)
+    })
+    .await;
+    assert_eq!(created.len(), 10, "nine events and a combined one");
+    let combined: Vec<&Event> = created
+        .iter()
+        .filter(|e| {
+            e.message.as_deref().is_some_and(|m| {
+                m.starts_with("(combined from similar events): Created pod: wide-")
+            })
+        })
+        .collect();
+    assert_eq!(combined.len(), 1, "{created:?}");
+    assert_eq!(combined[0].count, Some(3));
+    for e in &created {
+        assert_eq!(
+            e.source.as_ref().and_then(|s| s.component.as_deref()),
+            Some("job-controller")
+        );
+    }
+}
+
 #[tokio::test]
 async fn backoff_limit_fails_the_job_and_deletes_active_pods() {
     let server = server().await;

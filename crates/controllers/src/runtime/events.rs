@@ -1,25 +1,21 @@
 //! Events about the objects a controller manages, written as client-go's legacy event recorder
 //! writes them: core/v1 Events named `<object>.<unix nanos in hex>`, with `source.component`
-//! and `reportingComponent` set to the controller's name, and repeats of the same event folded
-//! into one object whose `count` and `lastTimestamp` grow (client-go's event correlator).
+//! and `reportingComponent` set to the controller's name, through client-go's event correlator
+//! (`event_correlator`: repeats counted, similar events combined, spam dropped).
 //!
 //! Recording never blocks a sync: events go through a channel to one task that writes them.
 //! A failed write is logged and dropped, as upstream drops events it cannot send.
-
-use std::collections::{HashMap, VecDeque};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
+use kube::{Client, Resource};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-/// How many distinct events the correlator remembers (client-go's `maxLruCacheEntries`).
-const CORRELATOR_ENTRIES: usize = 4096;
+use super::event_correlator::{Correlated, Correlator};
 
 /// `Normal` or `Warning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,9 +71,7 @@ impl EventRecorder {
         let writer = Writer {
             client,
             component: component.to_string(),
-            host: hostname(),
-            seen: HashMap::new(),
-            order: VecDeque::new(),
+            correlator: Correlator::default(),
         };
         let task = tokio::spawn(writer.run(rx));
         (EventRecorder { tx }, task)
@@ -107,34 +101,10 @@ impl EventRecorder {
     }
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-/// What identifies "the same event" for aggregation.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct CorrelationKey {
-    namespace: String,
-    uid: String,
-    name: String,
-    type_: EventType,
-    reason: String,
-    message: String,
-}
-
-struct Seen {
-    event_name: String,
-    count: i32,
-}
-
 struct Writer {
     client: Client,
     component: String,
-    host: String,
-    seen: HashMap<CorrelationKey, Seen>,
-    order: VecDeque<CorrelationKey>,
+    correlator: Correlator,
 }
 
 impl Writer {
@@ -145,53 +115,38 @@ impl Writer {
     }
 
     async fn write(&mut self, rec: EventRecord) {
-        let namespace = rec
-            .object
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".to_string());
-        let key = CorrelationKey {
-            namespace: namespace.clone(),
-            uid: rec.object.uid.clone().unwrap_or_default(),
-            name: rec.object.name.clone().unwrap_or_default(),
-            type_: rec.type_,
-            reason: rec.reason.clone(),
-            message: rec.message.clone(),
-        };
         let now = Timestamp::now();
+        let event = self.new_event(&rec, now);
+        let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Some(seen) = self.seen.get_mut(&key) {
-            let count = seen.count + 1;
-            let patch = json!({"count": count, "lastTimestamp": Time(now)});
-            match api
-                .patch(
-                    &seen.event_name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                Ok(_) => {
-                    seen.count = count;
-                    return;
-                }
-                // The earlier event is gone (expired or deleted): write a new one below.
-                Err(e) => {
-                    debug!(event = %seen.event_name, error = %e, "aggregating an event failed")
+        let mut event = match self.correlator.correlate(event, now) {
+            Correlated::Skip => {
+                debug!(reason = %rec.reason, object = ?rec.object.name, "event dropped as spam");
+                return;
+            }
+            Correlated::Patch { event, patch } => {
+                let name = event.metadata.name.clone().unwrap_or_default();
+                match api
+                    .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                    .await
+                {
+                    Ok(written) => {
+                        self.correlator.update_state(&written);
+                        return;
+                    }
+                    // The earlier event is gone (expired or deleted): created again below.
+                    Err(kube::Error::Api(s)) if s.code == 404 => event,
+                    Err(e) => {
+                        warn!(event = %name, error = %e, "could not update an event; dropping it");
+                        return;
+                    }
                 }
             }
-        }
-        let event = self.new_event(&rec, &namespace, now);
-        let name = event.name_any();
+            Correlated::Create(event) => event,
+        };
+        event.metadata.resource_version = None;
         match api.create(&PostParams::default(), &event).await {
-            Ok(_) => self.remember(
-                key,
-                Seen {
-                    event_name: name,
-                    count: 1,
-                },
-            ),
+            Ok(written) => self.correlator.update_state(&written),
             Err(e) => warn!(
                 reason = %rec.reason,
                 object = ?rec.object.name,
@@ -201,12 +156,18 @@ impl Writer {
         }
     }
 
-    fn new_event(&self, rec: &EventRecord, namespace: &str, now: Timestamp) -> Event {
+    fn new_event(&self, rec: &EventRecord, now: Timestamp) -> Event {
+        let namespace = rec
+            .object
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".to_string());
         let object_name = rec.object.name.clone().unwrap_or_default();
         Event {
             metadata: ObjectMeta {
                 name: Some(format!("{object_name}.{:x}", now.as_nanosecond())),
-                namespace: Some(namespace.to_string()),
+                namespace: Some(namespace),
                 ..ObjectMeta::default()
             },
             involved_object: rec.object.clone(),
@@ -220,20 +181,10 @@ impl Writer {
             first_timestamp: Some(Time(now)),
             last_timestamp: Some(Time(now)),
             count: Some(1),
+            // As client-go: the source's component and host (empty for controllers).
             reporting_component: Some(self.component.clone()),
-            reporting_instance: Some(self.host.clone()),
+            reporting_instance: Some(String::new()),
             ..Event::default()
-        }
-    }
-
-    fn remember(&mut self, key: CorrelationKey, seen: Seen) {
-        if self.seen.insert(key.clone(), seen).is_none() {
-            self.order.push_back(key);
-        }
-        while self.order.len() > CORRELATOR_ENTRIES {
-            if let Some(old) = self.order.pop_front() {
-                self.seen.remove(&old);
-            }
         }
     }
 }
