@@ -27,7 +27,7 @@ use super::metrics as m;
 use super::ownership::{Claim, claim_pod};
 use super::{
     FailedPodActions, JobEvent, Plan, PodDeletion, SyncContext, indexed_completions, is_finished,
-    managed_elsewhere, pods, slow_start_batches, sync, tracking,
+    managed_elsewhere, pods, slow_start_batches, sync_refs, tracking,
 };
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingExpectations};
@@ -527,6 +527,7 @@ impl Inner {
         // Read before listing pods: an observation arriving in between must not be missed.
         let satisfied = self.expectations.satisfied_expectations(key);
         let owned = self.pods_for_job(&job).await.map_err(|e| (e, action))?;
+        let owned: Vec<&Pod> = owned.iter().map(|p| &**p).collect();
         let ctx = SyncContext {
             satisfied_expectations: satisfied,
             expected_removed_finalizers: self
@@ -539,7 +540,7 @@ impl Inner {
             ..SyncContext::default()
         };
         let now = self.now();
-        let mut plan = sync(&job, &owned, now, &ctx);
+        let mut plan = sync_refs(&job, &owned, now, &ctx);
         if plan.skip.is_some() {
             self.emit(&job, &plan.events);
             return Ok(action);
@@ -564,7 +565,7 @@ impl Inner {
                 failed_pod_actions: Some(failed),
                 ..ctx
             };
-            plan = sync(&job, &owned, now, &ctx);
+            plan = sync_refs(&job, &owned, now, &ctx);
         }
 
         // 2-3. The status, then the back-off record.
@@ -802,7 +803,8 @@ impl Inner {
     /// The Job's pods: those it controls and that match its selector, plus matching orphans
     /// it adopts now; controlled pods that no longer match are released (upstream
     /// `getPodsForJob` with the controller-ref manager).
-    async fn pods_for_job(&self, job: &Arc<Job>) -> Result<Vec<Pod>, SyncError> {
+    /// The pods are the cache's own (shared, never copied), as upstream's.
+    async fn pods_for_job(&self, job: &Arc<Job>) -> Result<Vec<Arc<Pod>>, SyncError> {
         let ns = job.namespace().unwrap_or_default();
         let mut owned = Vec::new();
         let mut adoption_checked = false;
@@ -811,7 +813,7 @@ impl Inner {
         let uid = job.metadata.uid.as_deref().unwrap_or_default();
         for p in self.pods.list_controlled_or_orphaned(&ns, uid) {
             match claim_pod(job, &p) {
-                Claim::Owned => owned.push((*p).clone()),
+                Claim::Owned => owned.push(p),
                 Claim::Ignore => {}
                 Claim::Adopt => {
                     if !adoption_checked {
@@ -827,7 +829,7 @@ impl Inner {
                         )
                         .await
                     {
-                        Ok(adopted) => owned.push(adopted),
+                        Ok(adopted) => owned.push(Arc::new(adopted)),
                         Err(e) if is_not_found(&e) => {}
                         Err(e) => return Err(e.into()),
                     }

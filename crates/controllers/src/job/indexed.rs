@@ -256,7 +256,7 @@ pub fn split_invalid_and_duplicates<'a>(
 /// indexes of succeeded pods not yet accounted for (still holding the tracking finalizer).
 pub fn succeeded_indexes(
     completed_indexes: &str,
-    pods: &[Pod],
+    pods: &[&Pod],
     completions: i32,
 ) -> (Intervals, Intervals) {
     let prev = Intervals::parse(completed_indexes, completions);
@@ -535,6 +535,7 @@ mod tests {
         ];
         for (name, prev, pods, c, want_prev, want_all) in cases {
             let pods: Vec<Pod> = pods.iter().map(|(ix, ph)| index_phase(ix, ph)).collect();
+            let pods: Vec<&Pod> = pods.iter().collect();
             let (got_prev, got_all) = succeeded_indexes(prev, &pods, *c);
             assert_eq!(got_prev, iv(want_prev), "{name}: prev");
             assert_eq!(got_all, iv(want_all), "{name}: all");

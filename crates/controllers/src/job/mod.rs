@@ -356,7 +356,7 @@ fn to_i32(n: usize) -> i32 {
 
 /// With restartPolicy OnFailure, failures show as container restarts of live pods: the Job
 /// fails once they reach backoffLimit (any restart when backoffLimit is 0).
-fn past_backoff_limit_on_failure(spec: &JobSpec, pods: &[Pod], backoff_limit: i32) -> bool {
+fn past_backoff_limit_on_failure(spec: &JobSpec, pods: &[&Pod], backoff_limit: i32) -> bool {
     if spec
         .template
         .spec
@@ -397,7 +397,7 @@ fn min_requeue(a: Option<Duration>, b: Duration) -> Option<Duration> {
 struct State<'a> {
     job: &'a Job,
     spec: &'a JobSpec,
-    pods: &'a [Pod],
+    pods: &'a [&'a Pod],
     now: Timestamp,
     ctx: &'a SyncContext,
     active_pods: Vec<&'a Pod>,
@@ -417,6 +417,13 @@ struct State<'a> {
 
 /// Decides one sync of `job`, whose (already claimed) pods are `pods`.
 pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan {
+    let pods: Vec<&Pod> = pods.iter().collect();
+    sync_refs(job, &pods, now, ctx)
+}
+
+/// `sync` on pods borrowed from wherever they live (the controller's informer cache: as
+/// upstream, a sync never copies the pods it reads).
+pub fn sync_refs(job: &Job, pods: &[&Pod], now: Timestamp, ctx: &SyncContext) -> Plan {
     if let Some(other) = managed_elsewhere(job) {
         return Plan::skipped(Skip::ManagedElsewhere(other.to_string()), ctx);
     }
@@ -463,7 +470,11 @@ pub fn sync(job: &Job, pods: &[Pod], now: Timestamp, ctx: &SyncContext) -> Plan 
     let uncounted = Uncounted::from_status(&status);
     let expected_removed = &ctx.expected_removed_finalizers;
 
-    let active_pods: Vec<&Pod> = pods.iter().filter(|p| pods::is_active(p)).collect();
+    let active_pods: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| pods::is_active(p))
+        .copied()
+        .collect();
     let ready = to_i32(active_pods.iter().filter(|p| pods::is_ready(p)).count());
     let terminating = to_i32(pods.iter().filter(|p| pods::is_terminating(p)).count());
     let new_succeeded = tracking::unaccounted(
@@ -809,7 +820,7 @@ fn account_failed_actions(st: &mut State<'_>) -> bool {
             .pods
             .iter()
             .find(|p| pods::uid(p) == d.pod.uid)
-            .is_some_and(pods::is_ready)
+            .is_some_and(|p| pods::is_ready(p))
         {
             st.ready += 1;
         }
@@ -872,7 +883,7 @@ fn manage(st: &mut State<'_>) {
             .with_indexes(indexed::indexes_of(st.active_pods.iter().copied()));
         if st.only_replace_failed {
             let terminating_ix =
-                indexed::indexes_of(st.pods.iter().filter(|p| pods::is_terminating(p)));
+                indexed::indexes_of(st.pods.iter().filter(|p| pods::is_terminating(p)).copied());
             non_pending = non_pending.with_indexes(terminating_ix);
         }
         if let Some(fi) = st.failed_indexes.as_ref() {
@@ -981,7 +992,7 @@ fn index_failed_by(job: &Job, pod: &Pod, only_replace_failed: bool) -> bool {
 /// except indexes that already succeeded.
 fn failed_indexes_of(
     job: &Job,
-    pods: &[Pod],
+    pods: &[&Pod],
     prev: &Intervals,
     succeeded: &Intervals,
     completions: i32,
@@ -1001,7 +1012,7 @@ fn failed_indexes_of(
 /// stays until its replacement is created, so the replacement can inherit the count.
 fn delayed_deletions<'a>(
     job: &Job,
-    pods: &'a [Pod],
+    pods: &'a [&'a Pod],
     active: &[&Pod],
     succeeded: &Intervals,
     failed: &Intervals,

@@ -151,7 +151,7 @@ fn match_pod_conditions(
 /// The FailJob message of the first failed pod that matches a FailJob rule.
 pub fn fail_job_message(
     job: &Job,
-    pods: &[Pod],
+    pods: &[&Pod],
     is_failed: impl Fn(&Pod) -> bool,
 ) -> Option<String> {
     let policy = job.spec.as_ref()?.pod_failure_policy.as_ref()?;

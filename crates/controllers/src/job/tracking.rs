@@ -48,7 +48,7 @@ impl Uncounted {
 /// finalizer removal is pending for them. Indexed pods need an index below completions.
 pub fn unaccounted<'a>(
     job: &Job,
-    pods: &'a [Pod],
+    pods: &[&'a Pod],
     uncounted: &BTreeSet<String>,
     expected_removed: &BTreeSet<String>,
     filter: impl Fn(&Pod) -> bool,
@@ -63,6 +63,7 @@ pub fn unaccounted<'a>(
                 && indexed_completions.is_none_or(|c| indexed::valid_index(p, c).is_some())
                 && filter(p)
         })
+        .copied()
         .collect()
 }
 
@@ -117,7 +118,7 @@ fn uncounted_len(status: &JobStatus) -> usize {
 /// What the sync decided, as the accounting needs it.
 pub struct TrackingInput<'a> {
     pub job: &'a Job,
-    pub pods: &'a [Pod],
+    pub pods: &'a [&'a Pod],
     /// The status with this sync's active/ready/terminating/startTime/condition changes.
     pub status: JobStatus,
     pub uncounted: &'a Uncounted,
@@ -277,7 +278,7 @@ pub fn track(input: TrackingInput<'_>) -> Tracking {
     let mut status = input.status.clone();
     let mut needs_flush = input.needs_flush;
 
-    let mut ordered: Vec<&Pod> = input.pods.iter().collect();
+    let mut ordered: Vec<&Pod> = input.pods.to_vec();
     if indexed_completions.is_some() {
         // Completed indexes are introduced in order.
         ordered.sort_by_cached_key(|p| indexed::completion_index(p).map_or(-1, i64::from));

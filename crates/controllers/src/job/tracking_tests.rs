@@ -195,6 +195,7 @@ fn run(c: Case) {
         want_rm,
         want,
     } = c;
+    let pods: Vec<&Pod> = pods.iter().collect();
     let mut st = job.status.clone().unwrap_or_default();
     if st.uncounted_terminated_pods.is_none() {
         st.uncounted_terminated_pods = Some(Default::default());
@@ -213,7 +214,11 @@ fn run(c: Case) {
     if let (Some(c), Some(_)) = (completions, spec.backoff_limit_per_index) {
         let prev = Intervals::parse(st.failed_indexes.as_deref().unwrap_or(""), c);
         let fi = super::failed_indexes_of(&job, &pods, &prev, &succeeded_indexes, c, false);
-        let active: Vec<&Pod> = pods.iter().filter(|p| pods::is_active(p)).collect();
+        let active: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| pods::is_active(p))
+            .copied()
+            .collect();
         delayed = super::delayed_deletions(
             &job,
             &pods,
