@@ -4,18 +4,25 @@
 //! (`event_correlator`: repeats counted, similar events combined, spam dropped).
 //!
 //! Recording never blocks a sync: events go through a channel to one task that writes them.
-//! A failed write is logged and dropped, as upstream drops events it cannot send.
+//! As client-go's broadcaster, the task retries a write that failed in transport (up to 12
+//! tries, 10 s apart) and drops, with a log line, one the server rejected.
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
+use serde_json::Value;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use super::event_correlator::{Correlated, Correlator};
+
+/// client-go's `maxTriesPerEvent`, and its broadcaster's sleep between tries.
+const MAX_TRIES: u32 = 12;
+const RETRY_SLEEP: Duration = Duration::from_secs(10);
 
 /// `Normal` or `Warning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -119,40 +126,35 @@ impl Writer {
         let event = self.new_event(&rec, now);
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        let mut event = match self.correlator.correlate(event, now) {
+        let (event, patch) = match self.correlator.correlate(event, now) {
             Correlated::Skip => {
                 debug!(reason = %rec.reason, object = ?rec.object.name, "event dropped as spam");
                 return;
             }
-            Correlated::Patch { event, patch } => {
-                let name = event.metadata.name.clone().unwrap_or_default();
-                match api
-                    .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-                    .await
-                {
-                    Ok(written) => {
-                        self.correlator.update_state(&written);
-                        return;
-                    }
-                    // The earlier event is gone (expired or deleted): created again below.
-                    Err(kube::Error::Api(s)) if s.code == 404 => event,
-                    Err(e) => {
-                        warn!(event = %name, error = %e, "could not update an event; dropping it");
-                        return;
-                    }
-                }
-            }
-            Correlated::Create(event) => event,
+            Correlated::Patch { event, patch } => (event, Some(patch)),
+            Correlated::Create(event) => (event, None),
         };
-        event.metadata.resource_version = None;
-        match api.create(&PostParams::default(), &event).await {
-            Ok(written) => self.correlator.update_state(&written),
-            Err(e) => warn!(
-                reason = %rec.reason,
-                object = ?rec.object.name,
-                error = %e,
-                "could not write an event; dropping it"
-            ),
+        let mut tries = 0;
+        loop {
+            let error = match send(&api, &event, patch.as_ref()).await {
+                Ok(written) => {
+                    self.correlator.update_state(&written);
+                    return;
+                }
+                Err(e) => e,
+            };
+            tries += 1;
+            let (reason, object) = (&rec.reason, &rec.object.name);
+            if !worth_retrying(&error) {
+                warn!(%reason, ?object, %error, "the server rejected an event; dropping it");
+                return;
+            }
+            if tries >= MAX_TRIES {
+                warn!(%reason, ?object, %error, "could not write an event (retry limit reached)");
+                return;
+            }
+            warn!(%reason, ?object, %error, "could not write an event; will retry");
+            tokio::time::sleep(retry_delay(tries, RETRY_SLEEP, jitter())).await;
         }
     }
 
@@ -186,5 +188,81 @@ impl Writer {
             reporting_instance: Some(String::new()),
             ..Event::default()
         }
+    }
+}
+
+/// One try, as client-go's `recordEvent`: a repeat patches the earlier event (created anew if
+/// it is gone), anything else is created.
+async fn send(
+    api: &Api<Event>,
+    event: &Event,
+    patch: Option<&Value>,
+) -> Result<Event, kube::Error> {
+    if let Some(patch) = patch {
+        let name = event.metadata.name.as_deref().unwrap_or_default();
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            // The earlier event is gone (expired or deleted).
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            other => return other,
+        }
+    }
+    let mut event = event.clone();
+    event.metadata.resource_version = None;
+    api.create(&PostParams::default(), &event).await
+}
+
+/// Whether a failed write may succeed later. As client-go: the server's answer is final, and
+/// so is a request that could not be built; transport errors and unreadable answers are not.
+fn worth_retrying(e: &kube::Error) -> bool {
+    !matches!(
+        e,
+        kube::Error::Api(_) | kube::Error::BuildRequest(_) | kube::Error::HttpError(_)
+    )
+}
+
+/// The sleep before try `tries + 1`: the first is a random part (`fraction` in [0, 1)) of the
+/// sleep, so that clients cut off together do not retry together; the later ones are whole.
+fn retry_delay(tries: u32, sleep: Duration, fraction: f64) -> Duration {
+    if tries == 1 {
+        sleep.mul_f64(fraction.clamp(0.0, 1.0))
+    } else {
+        sleep
+    }
+}
+
+/// A number in [0, 1) that differs from call to call (no randomness source is worth a
+/// dependency here).
+fn jitter() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos % 1000) / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transport_failures_are_retried() {
+        let status = kube::core::Status::failure("events is forbidden", "Forbidden").with_code(403);
+        assert!(!worth_retrying(&kube::Error::Api(Box::new(status))));
+        assert!(worth_retrying(&kube::Error::Service(
+            "connection refused".into()
+        )));
+    }
+
+    #[test]
+    fn the_first_retry_waits_a_random_part_of_the_sleep() {
+        let sleep = Duration::from_secs(10);
+        assert_eq!(retry_delay(1, sleep, 0.25), Duration::from_millis(2500));
+        assert_eq!(retry_delay(1, sleep, 7.0), sleep);
+        assert_eq!(retry_delay(2, sleep, 0.25), sleep);
+        assert_eq!(retry_delay(11, sleep, 0.0), sleep);
+        assert!((0.0..1.0).contains(&jitter()));
     }
 }
