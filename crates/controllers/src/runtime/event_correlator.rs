@@ -82,21 +82,15 @@ impl Correlator {
 
     fn aggregate(&mut self, event: Event, now: Timestamp) -> (Event, String) {
         let (aggregate_key, message) = aggregate_key(&event);
-        let stale = self
+        let record = self
             .aggregates
-            .get(&aggregate_key)
-            .is_none_or(|r| now.duration_since(r.last) > AGGREGATE_INTERVAL);
-        if stale {
-            let fresh = Aggregate {
+            .get_or_insert_with(&aggregate_key, || Aggregate {
                 messages: HashSet::new(),
                 last: now,
-            };
-            self.aggregates.put(aggregate_key.clone(), fresh);
+            });
+        if now.duration_since(record.last) > AGGREGATE_INTERVAL {
+            record.messages.clear();
         }
-        let Some(record) = self.aggregates.get(&aggregate_key) else {
-            let key = event_key(&event);
-            return (event, key);
-        };
         record.messages.insert(message);
         record.last = now;
         if record.messages.len() < AGGREGATE_MAX_EVENTS {
@@ -110,7 +104,7 @@ impl Correlator {
         let object_name = event.involved_object.name.clone().unwrap_or_default();
         let combined = Event {
             metadata: ObjectMeta {
-                name: Some(format!("{object_name}.{:x}", now.as_nanosecond())),
+                name: Some(event_name(&object_name, now)),
                 namespace: event.metadata.namespace.clone(),
                 ..ObjectMeta::default()
             },
@@ -152,15 +146,16 @@ impl Correlator {
     }
 
     fn is_spam(&mut self, event: &Event, now: Timestamp) -> bool {
-        let key = spam_key(event);
-        if self.spam.get(&key).is_none() {
-            self.spam.put(key.clone(), TokenBucket::full(now));
-        }
-        match self.spam.get(&key) {
-            Some(bucket) => !bucket.try_take(now),
-            None => false,
-        }
+        let bucket = self
+            .spam
+            .get_or_insert_with(&spam_key(event), || TokenBucket::full(now));
+        !bucket.try_take(now)
     }
+}
+
+/// An event's name as client-go makes it: the object's name and the time in hex nanoseconds.
+pub fn event_name(object_name: &str, now: Timestamp) -> String {
+    format!("{object_name}.{:x}", now.as_nanosecond())
 }
 
 impl Observation {
@@ -276,18 +271,36 @@ impl<V> Lru<V> {
         Some(v)
     }
 
-    fn put(&mut self, key: String, value: V) {
+    fn get_or_insert_with(&mut self, key: &str, value: impl FnOnce() -> V) -> &mut V {
         self.clock += 1;
-        if let Some((_, used)) = self.entries.insert(key.clone(), (value, self.clock)) {
-            self.by_use.remove(&used);
+        let clock = self.clock;
+        match self.entries.get(key) {
+            Some((_, used)) => {
+                self.by_use.remove(used);
+            }
+            None => {
+                if self.entries.len() >= CACHE_ENTRIES
+                    && let Some((_, oldest)) = self.by_use.pop_first()
+                {
+                    self.entries.remove(&oldest);
+                }
+            }
         }
-        self.by_use.insert(self.clock, key);
-        while self.entries.len() > CACHE_ENTRIES {
-            let Some((_, oldest)) = self.by_use.pop_first() else {
-                break;
-            };
-            self.entries.remove(&oldest);
+        self.by_use.insert(clock, key.to_string());
+        let slot = self
+            .entries
+            .entry(key.to_string())
+            .or_insert_with(|| (value(), clock));
+        slot.1 = clock;
+        &mut slot.0
+    }
+
+    fn put(&mut self, key: String, value: V) {
+        if let Some(slot) = self.get(&key) {
+            *slot = value;
+            return;
         }
+        self.get_or_insert_with(&key, || value);
     }
 }
 

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-use super::event_correlator::{Correlated, Correlator};
+use super::event_correlator::{Correlated, Correlator, event_name};
 
 /// client-go's `maxTriesPerEvent`, and its broadcaster's sleep between tries.
 const MAX_TRIES: u32 = 12;
@@ -168,7 +168,7 @@ impl Writer {
         let object_name = rec.object.name.clone().unwrap_or_default();
         Event {
             metadata: ObjectMeta {
-                name: Some(format!("{object_name}.{:x}", now.as_nanosecond())),
+                name: Some(event_name(&object_name, now)),
                 namespace: Some(namespace),
                 ..ObjectMeta::default()
             },
