@@ -185,7 +185,7 @@ pub fn update(
         track: None,
     };
     strategy
-        .update(&new, old, part, hooks)
+        .update(new, old, part, hooks)
         .map_err(|e| e.message.clone())
 }
 

@@ -558,7 +558,7 @@ async fn create_doc(
         let mut fill = |m: &mut ObjectMeta| fill_create_meta(m, res.namespaced, &url_ns, &now);
         let mut track = |mut defaulted: Value| {
             apply::track_create(&tracked, &mut defaulted, manager.unwrap_or(""), &now);
-            object::meta(&defaulted).and_then(|m| m.get("managedFields").cloned())
+            meta_mut(&mut defaulted).remove("managedFields")
         };
         let track: Option<&mut dyn FnMut(Value) -> Option<Value>> = match manager {
             Some(_) => Some(&mut track),
@@ -653,10 +653,9 @@ pub enum Change<'a> {
 fn apply_patch(
     content_type: &str,
     patch: &[u8],
-    current: &Value,
+    mut doc: Value,
     kind_name: &str,
 ) -> Result<Value, ApiError> {
-    let mut doc = current.clone();
     match content_type {
         "application/json-patch+json" => {
             let p: json_patch::Patch = serde_json::from_slice(patch)
@@ -791,7 +790,7 @@ async fn update_checked(
                     patch,
                 },
                 None,
-            ) => apply_patch(content_type, patch, &shown(), res.kind_name)?,
+            ) => apply_patch(content_type, patch, shown(), res.kind_name)?,
         };
         let mut new = to_storage_form(res, client_doc)?;
         let body_name = object::meta_str(&new, "name").unwrap_or("").to_string();
@@ -831,7 +830,7 @@ async fn update_checked(
         // An apply recorded its managers while merging; every other write is an Update.
         let mut track = |mut defaulted: Value| {
             apply::track_update(&tracked, &old, &mut defaulted, manager, &now);
-            object::meta(&defaulted).and_then(|m| m.get("managedFields").cloned())
+            meta_mut(&mut defaulted).remove("managedFields")
         };
         let track: Option<&mut dyn FnMut(Value) -> Option<Value>> = match applying {
             None => Some(&mut track),
@@ -842,7 +841,7 @@ async fn update_checked(
             fill: &mut fill,
             track,
         };
-        let new = strategy.update(&new, &old, part, hooks)?;
+        let new = strategy.update(new, &old, part, hooks)?;
         if object::same_ignoring_rv(&new, &old) {
             return object_response(res, StatusCode::OK, &cur);
         }

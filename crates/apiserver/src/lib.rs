@@ -9,6 +9,7 @@ pub mod error;
 pub mod events;
 pub mod gc;
 pub mod handlers;
+mod lean;
 pub mod logs;
 mod object;
 pub mod openapi;

@@ -124,16 +124,47 @@ fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
 /// Hands `track` the encoded object and returns the managedFields it computed, cleared from the
 /// typed form: they go into the encoded object at the end (`encode_with_managed`), as a round
 /// trip through the typed form would copy them twice for nothing.
+///
+/// `kept` are managedFields taken out of the document before decoding (the stored ones, sent
+/// back unchanged): they go back into the encoded object as they were.
 fn take_managed<K: Serialize + Metadata<Ty = ObjectMeta>>(
     k: &mut K,
     track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
+    kept: Option<Value>,
 ) -> Result<Option<Value>, ApiError> {
     let Some(track) = track else {
-        return Ok(None);
+        // Nothing to record (an apply recorded its managers while merging): what was taken
+        // out goes back as it was.
+        return Ok(kept);
     };
-    let managed = track(encode(k)?);
+    let mut encoded = encode(k)?;
+    if let Some(mf) = kept {
+        crate::object::meta_mut(&mut encoded).insert("managedFields".into(), mf);
+    }
+    let managed = track(encoded);
     k.metadata_mut().managed_fields = None;
     Ok(managed)
+}
+
+/// Takes `new`'s managedFields out when they are `old`'s: they were valid when stored, so
+/// decoding them into the typed form and encoding them back would only copy them twice.
+/// (Other managedFields go through the typed form, which checks and normalizes them.)
+fn take_unchanged_managed_fields(new: &mut Value, old: &Value) -> Option<Value> {
+    let old_mf = old.pointer("/metadata/managedFields")?;
+    let meta = new.get_mut("metadata")?.as_object_mut()?;
+    if meta.get("managedFields") != Some(old_mf) {
+        return None;
+    }
+    meta.remove("managedFields")
+}
+
+/// Decodes a stored object (valid when stored) without its managedFields, which the kinds'
+/// rules never read.
+fn decode_stored<K: DeserializeOwned>(res: &Resource, v: &Value) -> Result<K, ApiError> {
+    match crate::lean::decode_without_managed_fields(v) {
+        Ok(k) => Ok(k),
+        Err(_) => decode(res, v),
+    }
 }
 
 fn encode_with_managed<K: Serialize>(k: &K, managed: Option<Value>) -> Result<Value, ApiError> {
@@ -213,7 +244,7 @@ impl Strategy {
     /// per `part`, validate (422), encode.
     pub fn update(
         &self,
-        new: &Value,
+        new: Value,
         old: &Value,
         part: Part,
         hooks: UpdateHooks<'_>,
@@ -245,7 +276,7 @@ impl Strategy {
         on_unknown(unknown)?;
         (rules.default)(&mut k);
         fill(k.metadata_mut())?;
-        let managed = take_managed(&mut k, track)?;
+        let managed = take_managed(&mut k, track, None)?;
         (rules.prepare_create)(&mut k);
         let errs = (rules.validate_create)(&k);
         if !errs.is_empty() {
@@ -263,19 +294,20 @@ impl Strategy {
     fn t_update_pass<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
         &self,
         rules: &Rules<K>,
-        new: &Value,
+        mut new: Value,
         old: &Value,
         part: Part,
         hooks: UpdateHooks<'_>,
     ) -> Result<Value, ApiError> {
+        let kept = take_unchanged_managed_fields(&mut new, old);
         let mut unknown = Vec::new();
-        let mut k: K = decode_tracking_unknown(self.res, new, &mut unknown)?;
+        let mut k: K = decode_tracking_unknown(self.res, &new, &mut unknown)?;
         (hooks.on_unknown)(unknown)?;
         (rules.default)(&mut k);
-        let o: K = decode(self.res, old)?;
+        let o: K = decode_stored(self.res, old)?;
         (hooks.fill)(k.metadata_mut(), o.metadata())?;
-        let managed = take_managed(&mut k, hooks.track)?;
-        self.prepare_validate_update(rules, &mut k, &o, part, new)?;
+        let managed = take_managed(&mut k, hooks.track, kept)?;
+        self.prepare_validate_update(rules, &mut k, &o, part, &new)?;
         encode_with_managed(&k, managed)
     }
 

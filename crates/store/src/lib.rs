@@ -282,8 +282,8 @@ impl Store {
         key: String,
         value: serde_json::Value,
     ) -> Result<Arc<Object>, StoreError> {
-        codec::check_object(&value)?;
-        self.submit(Op::Create { key, value }).await
+        let doc = codec::unstamped(value)?;
+        self.submit(Op::Create { key, doc }).await
     }
 
     /// Replace `key`; `expected_rv` (when given) must equal the stored revision, else `Conflict`.
@@ -293,10 +293,10 @@ impl Store {
         value: serde_json::Value,
         expected_rv: Option<u64>,
     ) -> Result<Arc<Object>, StoreError> {
-        codec::check_object(&value)?;
+        let doc = codec::unstamped(value)?;
         self.submit(Op::Update {
             key,
-            value,
+            doc,
             expected_rv,
         })
         .await

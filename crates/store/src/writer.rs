@@ -17,11 +17,11 @@ use crate::{EventType, Object, Shared, StoreError, WatchEvent};
 pub(crate) enum Op {
     Create {
         key: String,
-        value: serde_json::Value,
+        doc: codec::Unstamped,
     },
     Update {
         key: String,
-        value: serde_json::Value,
+        doc: codec::Unstamped,
         expected_rv: Option<u64>,
     },
     Delete {
@@ -229,23 +229,23 @@ impl Writer {
             _ => Ok(()),
         };
         let (kind, object, prev) = match op {
-            Op::Create { key, value } => {
+            Op::Create { key, doc } => {
                 if current(overlay, &key).is_some() {
                     return Err(StoreError::AlreadyExists(key));
                 }
-                let raw = codec::stamped_bytes(value, rv)?;
+                let raw = codec::stamp(&doc, rv);
                 (EventType::Added, Arc::new(Object { key, rv, raw }), None)
             }
             Op::Update {
                 key,
-                value,
+                doc,
                 expected_rv,
             } => {
                 let Some(cur) = current(overlay, &key) else {
                     return Err(StoreError::NotFound(key));
                 };
                 check(&key, &cur, expected_rv)?;
-                let raw = codec::stamped_bytes(value, rv)?;
+                let raw = codec::stamp(&doc, rv);
                 (
                     EventType::Modified,
                     Arc::new(Object { key, rv, raw }),

@@ -672,7 +672,7 @@ fn status_update_cost() {
             track: Some(&mut track),
         };
         let t = Instant::now();
-        let out = strategy.update(&new, &live, Part::Status, hooks).unwrap();
+        let out = strategy.update(new, &live, Part::Status, hooks).unwrap();
         pipeline += t.elapsed();
         live = out;
     }
