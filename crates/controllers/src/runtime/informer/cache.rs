@@ -153,9 +153,10 @@ pub fn cache<K: Resource>() -> (CacheWriter<K>, Lister<K>) {
 
 /// Drops `metadata.managedFields`, as kube-controller-manager's informers do: no controller
 /// reads them, and they are often the larger part of an object. An update sent without them
-/// keeps the server's.
-fn trimmed<K: Resource>(mut obj: K) -> K {
+/// keeps the server's. The lists of Pods and Jobs are also shrunk to fit (`compact`).
+fn trimmed<K: Resource + 'static>(mut obj: K) -> K {
     obj.meta_mut().managed_fields = None;
+    super::compact::compact(&mut obj);
     obj
 }
 
@@ -183,7 +184,7 @@ impl<K> CacheWriter<K> {
     }
 }
 
-impl<K: Resource> CacheWriter<K> {
+impl<K: Resource + 'static> CacheWriter<K> {
     /// Applies one watcher event and returns the changes it made, in order.
     ///
     /// At the end of a (re-)list every listed object is reported as added or updated (updated

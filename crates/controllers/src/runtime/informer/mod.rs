@@ -6,6 +6,7 @@
 //! change it missed. Errors are retried with kube's default back-off.
 
 mod cache;
+mod compact;
 mod factory;
 
 use std::fmt::Debug;
@@ -68,7 +69,7 @@ struct Fanout<K> {
     handlers: Vec<Handler<K>>,
 }
 
-impl<K: Resource> Fanout<K> {
+impl<K: Resource + 'static> Fanout<K> {
     fn new() -> Self {
         let (writer, lister) = cache::<K>();
         Fanout {
