@@ -99,6 +99,26 @@ pub async fn run(
 
 /// Confirm the deletion of a finished pod, as kubelet does once its containers are stopped:
 /// delete with grace 0 and a UID precondition, retried until the server answers.
+/// The written status of a `pods/status` patch response: kube's `Api::patch_status` would
+/// decode the whole pod (spec, metadata, managedFields) only for the worker to keep the status.
+async fn patch_status(
+    api: &Api<Pod>,
+    name: &str,
+    patch: &Patch<Value>,
+) -> Result<Option<PodStatus>, kube::Error> {
+    #[derive(serde::Deserialize)]
+    struct StatusOnly {
+        #[serde(default)]
+        status: Option<PodStatus>,
+    }
+    let mut req = kube::core::Request::new(api.resource_url())
+        .patch_subresource("status", name, &PatchParams::default(), patch)
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("patch_status");
+    let written: StatusOnly = api.clone().into_client().request(req).await?;
+    Ok(written.status)
+}
+
 pub async fn confirm_deletion(api: Api<Pod>, pod: Finished, mut shutdown: watch::Receiver<bool>) {
     let dp = DeleteParams {
         grace_period_seconds: Some(0),
@@ -831,13 +851,9 @@ impl Worker {
                 }
             }
             let patch = json!({"metadata": {"uid": self.uid}, "status": body});
-            match self
-                .api
-                .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(p) => {
-                    self.written = p.status;
+            match patch_status(&self.api, &self.name, &Patch::Merge(patch)).await {
+                Ok(written) => {
+                    self.written = written;
                     self.status_retry_at = None;
                     return Sync::Done;
                 }

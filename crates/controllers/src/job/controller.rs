@@ -34,6 +34,7 @@ use crate::runtime::expectations::{ControllerExpectations, UidTrackingExpectatio
 use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{KeyError, object_key, split_key};
 use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
+use crate::runtime::writes;
 
 /// Upstream `DefaultJobApiBackOff` and `MaxJobApiBackOff`: the per-key retry delays.
 pub const DEFAULT_JOB_API_BACKOFF: Duration = Duration::from_secs(1);
@@ -688,12 +689,13 @@ impl Inner {
                 let chunk = &plan.pods_to_create[next..next + batch];
                 next += batch;
                 let pp = PostParams::default();
-                let results = join_all(chunk.iter().map(|p| api.create(&pp, p))).await;
+                let results =
+                    join_all(chunk.iter().map(|p| writes::create_named(&api, &pp, p))).await;
                 for r in results {
                     match r {
-                        Ok(p) => {
+                        Ok(name) => {
                             m::JOB_PODS_CREATION_TOTAL.inc(&[reason, "succeeded"]);
-                            self.event(job, JobEvent::pod_created(&p.name_any()));
+                            self.event(job, JobEvent::pod_created(&name));
                         }
                         Err(e) if is_namespace_terminating(&e) => {
                             // Every later create fails the same way; nothing to retry.
@@ -770,7 +772,7 @@ impl Inner {
             .map(|p| {
                 let (api, patch, pp) = (&api, &patch, &pp);
                 async move {
-                    let r = match api.patch(&p.name, pp, patch).await {
+                    let r = match writes::patch_unread(api, &p.name, pp, patch).await {
                         Ok(_) => Ok(()),
                         Err(e) if is_not_found(&e) => Ok(()),
                         Err(e) => Err(e),

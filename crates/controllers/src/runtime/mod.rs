@@ -10,3 +10,4 @@ pub mod key;
 pub mod leader;
 pub mod metrics;
 pub mod queue;
+pub mod writes;

@@ -1,0 +1,56 @@
+//! Writes whose response the controller does not need as a typed object.
+//!
+//! kube's `Api::create` and `Api::patch` decode the whole response (a pod is about 4 KiB of
+//! JSON with its managedFields) into the typed form; the Job controller reads pods from its
+//! informer and only needs a created pod's name for its event. These send the same requests
+//! and decode only that much: serde skips the rest of the response without building it.
+
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::core::Request;
+use kube::{Api, Resource};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize)]
+struct Named {
+    metadata: NameOnly,
+}
+
+#[derive(Deserialize)]
+struct NameOnly {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// `Api::create`, returning the created object's name (the server may have generated it).
+pub async fn create_named<K>(api: &Api<K>, pp: &PostParams, obj: &K) -> Result<String, kube::Error>
+where
+    K: Resource + Serialize + Clone,
+{
+    let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let mut req = Request::new(api.resource_url())
+        .create(pp, body)
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("create");
+    let created: Named = api.clone().into_client().request(req).await?;
+    Ok(created.metadata.name.unwrap_or_default())
+}
+
+/// `Api::patch`, without decoding the patched object.
+pub async fn patch_unread<K, P>(
+    api: &Api<K>,
+    name: &str,
+    pp: &PatchParams,
+    patch: &Patch<P>,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone,
+    P: Serialize + std::fmt::Debug,
+{
+    let mut req = Request::new(api.resource_url())
+        .patch(name, pp, patch)
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("patch");
+    let _: IgnoredAny = api.clone().into_client().request(req).await?;
+    Ok(())
+}
