@@ -97,8 +97,6 @@ pub async fn run(
     }
 }
 
-/// Confirm the deletion of a finished pod, as kubelet does once its containers are stopped:
-/// delete with grace 0 and a UID precondition, retried until the server answers.
 /// The written status of a `pods/status` patch response: kube's `Api::patch_status` would
 /// decode the whole pod (spec, metadata, managedFields) only for the worker to keep the status.
 async fn patch_status(
@@ -119,6 +117,8 @@ async fn patch_status(
     Ok(written.status)
 }
 
+/// Confirm the deletion of a finished pod, as kubelet does once its containers are stopped:
+/// delete with grace 0 and a UID precondition, retried until the server answers.
 pub async fn confirm_deletion(api: Api<Pod>, pod: Finished, mut shutdown: watch::Receiver<bool>) {
     let dp = DeleteParams {
         grace_period_seconds: Some(0),

@@ -66,10 +66,12 @@ fn write_object(
 
 /// The stored bytes of `doc` at revision `rv`.
 pub(crate) fn stamp(doc: &Unstamped, rv: u64) -> Bytes {
-    let digits = rv.to_string();
-    let mut out = Vec::with_capacity(doc.bytes.len() + digits.len());
+    use std::io::Write;
+    // A u64 has at most 20 digits.
+    let mut out = Vec::with_capacity(doc.bytes.len() + 20);
     out.extend_from_slice(&doc.bytes[..doc.gap]);
-    out.extend_from_slice(digits.as_bytes());
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "{rv}");
     out.extend_from_slice(&doc.bytes[doc.gap..]);
     Bytes::from(out)
 }
