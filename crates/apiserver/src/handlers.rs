@@ -22,8 +22,11 @@ use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Upstream's limit on request bodies (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-/// How often an unconditional update is retried after losing a race.
-const MAX_RETRIES: usize = 16;
+/// How often an unconditional write is retried after losing a race. Each lost race means another
+/// write landed, so retrying makes progress (upstream's GuaranteedUpdate retries without bound);
+/// with many writers on one object a small bound turned their races into 409s the client never
+/// asked for. The bound only stops a store that keeps refusing.
+const MAX_RETRIES: usize = 1_000;
 const JOB_ORPHAN_WARNING: &str = "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning";
 
 /// The resource whose rules and storage an object of `res` uses (events.k8s.io events are
