@@ -11,6 +11,7 @@
 pub mod defaults;
 pub mod field;
 pub mod keys;
+pub mod lean;
 pub mod names;
 pub mod podlog;
 pub mod quantity;

@@ -7,8 +7,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kbatch_api::k8s_openapi::api::core::v1::Pod;
+use kbatch_api::lean::Lean;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -47,7 +48,8 @@ pub async fn run(
     config: ExecutorConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let pods: Api<Pod> = Api::all(client.clone());
+    // Pods are decoded without managedFields, which nothing here reads.
+    let pods: Api<Lean<Pod>> = Api::all(client.clone());
     let mut events = watcher(pods).boxed();
     let mut m = Manager {
         ctx: Arc::new(Context { client, config }),
@@ -102,8 +104,18 @@ pub async fn run(
     while m.tasks.join_next().await.is_some() {}
 }
 
-fn watcher(pods: Api<Pod>) -> impl futures::Stream<Item = Result<Event<Pod>, watcher::Error>> {
-    watcher::watcher(pods, watcher::Config::default()).default_backoff()
+fn watcher(
+    pods: Api<Lean<Pod>>,
+) -> impl futures::Stream<Item = Result<Event<Pod>, watcher::Error>> {
+    watcher::watcher(pods, watcher::Config::default())
+        .default_backoff()
+        .map_ok(|ev| match ev {
+            Event::Apply(p) => Event::Apply(p.0),
+            Event::Delete(p) => Event::Delete(p.0),
+            Event::Init => Event::Init,
+            Event::InitApply(p) => Event::InitApply(p.0),
+            Event::InitDone => Event::InitDone,
+        })
 }
 
 async fn sleep_until(t: Option<Instant>) {

@@ -14,6 +14,7 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt;
+use kbatch_api::lean::Lean;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -118,15 +119,19 @@ pub struct Informer<K> {
 impl<K> Informer<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
 {
     /// Starts listing and watching `api` (a namespace or all of them, narrowed by `config`'s
     /// selectors), with no handler yet. Call within a tokio runtime.
+    ///
+    /// Objects are decoded without their managedFields, which the cache never keeps.
     pub fn new(api: Api<K>, config: watcher::Config) -> Self {
         let fanout = Fanout::new();
         let lister = fanout.lister.clone();
         let fanout = Arc::new(Mutex::new(fanout));
         let feed = Arc::clone(&fanout);
         let kind = std::any::type_name::<K>();
+        let api = lean_api(api);
         let task = tokio::spawn(async move {
             let mut events = pin!(watcher(api, config).default_backoff());
             while let Some(event) = events.next().await {
@@ -135,7 +140,7 @@ where
                         if matches!(event, watcher::Event::Init) {
                             debug!(kind, "listing");
                         }
-                        lock(&feed).apply(event);
+                        lock(&feed).apply(unwrap_event(event));
                     }
                     // The watcher recovers by itself (a 410 leads to a re-list); report it.
                     Err(e) => warn!(kind, error = %e, "list/watch failed; retrying"),
@@ -192,6 +197,31 @@ where
 
     pub fn has_synced(&self) -> bool {
         self.lister.has_synced()
+    }
+}
+
+/// The same list and watch as `api`'s, decoding objects without their managedFields.
+fn lean_api<K>(api: Api<K>) -> Api<Lean<K>>
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    let dt = K::DynamicType::default();
+    let namespace = api.namespace().map(str::to_owned);
+    let client = api.into_client();
+    match namespace {
+        Some(ns) => Api::namespaced_with(client, &ns, &dt),
+        None => Api::all_with(client, &dt),
+    }
+}
+
+fn unwrap_event<K>(event: watcher::Event<Lean<K>>) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.0),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.0),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 

@@ -1,0 +1,399 @@
+//! Objects decoded as if they had no `metadata.managedFields`, for API clients that never read
+//! them.
+//!
+//! The server sends managedFields with every object of every list and watch event. The
+//! controllers' informers and the executor's pod watch drop them anyway, and decoding them is
+//! the most expensive part of the metadata: each entry's `fieldsV1` is a JSON tree built into
+//! the typed value only to be freed. [`Lean<K>`] decodes a `K` from any self-describing format
+//! (kube decodes lists and watch events straight from the response text), skipping the value of
+//! that one member without building it. Everything else decodes exactly as `K` does, nested
+//! `metadata` (a Job's pod template) included.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_core::{DynamicResourceScope, Resource};
+use serde::Deserialize;
+use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+/// A `K` decoded without its `metadata.managedFields` (left empty). As a kube `Resource` it is
+/// `K`'s kind, at `K`'s URLs, so `Api<Lean<K>>` lists and watches what `Api<K>` would.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lean<K>(pub K);
+
+impl<K> Lean<K> {
+    pub fn into_inner(self) -> K {
+        self.0
+    }
+}
+
+impl<'de, K: Deserialize<'de>> Deserialize<'de> for Lean<K> {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        K::deserialize(Level { de, top: true }).map(Lean)
+    }
+}
+
+impl<K: Resource> Resource for Lean<K> {
+    type DynamicType = K::DynamicType;
+    // Dynamic, so generic code can build the namespaced or all-namespaces Api of any `K`.
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn url_path(dt: &Self::DynamicType, namespace: Option<&str>) -> String {
+        K::url_path(dt, namespace)
+    }
+    fn metadata_api() -> bool {
+        K::metadata_api()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        self.0.meta()
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        self.0.meta_mut()
+    }
+}
+
+/// The deserializer of the object (`top`) or of its `metadata` member (not `top`): maps
+/// there are read through [`LevelMap`]; every other request goes to `de` unchanged.
+struct Level<D> {
+    de: D,
+    top: bool,
+}
+
+macro_rules! forward {
+    ($($method:ident)*) => {$(
+        fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
+            self.de.$method(v)
+        }
+    )*};
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Level<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
+        let top = self.top;
+        self.de.deserialize_any(LevelVisitor { inner: v, top })
+    }
+    fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
+        let top = self.top;
+        self.de.deserialize_map(LevelVisitor { inner: v, top })
+    }
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, Self::Error> {
+        let top = self.top;
+        self.de
+            .deserialize_struct(name, fields, LevelVisitor { inner: v, top })
+    }
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
+        let top = self.top;
+        self.de.deserialize_option(LevelVisitor { inner: v, top })
+    }
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        v: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.de.deserialize_unit_struct(name, v)
+    }
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        v: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.de.deserialize_newtype_struct(name, v)
+    }
+    fn deserialize_tuple<V: Visitor<'de>>(self, len: usize, v: V) -> Result<V::Value, Self::Error> {
+        self.de.deserialize_tuple(len, v)
+    }
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        v: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.de.deserialize_tuple_struct(name, len, v)
+    }
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.de.deserialize_enum(name, variants, v)
+    }
+    fn is_human_readable(&self) -> bool {
+        self.de.is_human_readable()
+    }
+
+    forward! {
+        deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64
+        deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64
+        deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char deserialize_str
+        deserialize_string deserialize_bytes deserialize_byte_buf deserialize_unit
+        deserialize_seq deserialize_identifier deserialize_ignored_any
+    }
+}
+
+/// Hands the caller's visitor a [`LevelMap`] instead of the map, and a [`Level`] for the
+/// content of a present option.
+struct LevelVisitor<V> {
+    inner: V,
+    top: bool,
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for LevelVisitor<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        self.inner.expecting(f)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.inner.visit_map(LevelMap {
+            map,
+            top: self.top,
+            metadata_next: false,
+        })
+    }
+    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        self.inner.visit_some(Level { de, top: self.top })
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.inner.visit_none()
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.inner.visit_unit()
+    }
+}
+
+/// The members of the object (`top`: its `metadata` value is read one level down) or of its
+/// metadata (not `top`: `managedFields` is skipped unread).
+struct LevelMap<A> {
+    map: A,
+    top: bool,
+    /// The key just handed out was the object's `metadata`.
+    metadata_next: bool,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for LevelMap<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, Self::Error> {
+        loop {
+            let Some(key) = self.map.next_key::<Key<'de>>()? else {
+                return Ok(None);
+            };
+            if !self.top && key.as_str() == "managedFields" {
+                self.map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            self.metadata_next = self.top && key.as_str() == "metadata";
+            return match key {
+                Key::Borrowed(s) => seed.deserialize(BorrowedStrDeserializer::new(s)),
+                Key::Owned(s) => seed.deserialize(StringDeserializer::new(s)),
+            }
+            .map(Some);
+        }
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<S::Value, Self::Error> {
+        if std::mem::take(&mut self.metadata_next) {
+            self.map.next_value_seed(MetadataSeed(seed))
+        } else {
+            self.map.next_value_seed(seed)
+        }
+    }
+}
+
+/// Decodes the `metadata` member through a [`Level`] that skips `managedFields`.
+struct MetadataSeed<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MetadataSeed<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(Level { de, top: false })
+    }
+}
+
+/// A member name, borrowed from the input when it has no escapes.
+enum Key<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(s) => s,
+            Key::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::Borrowed(s))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(s.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(s))
+            }
+        }
+        de.deserialize_str(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::{Value, json};
+
+    fn pod_doc() -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "p",
+                "namespace": "default",
+                "labels": {"app": "x"},
+                "managedFields": [{
+                    "manager": "kubelet",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "subresource": "status",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:status": {"f:phase": {}}}
+                }],
+                "finalizers": ["batch.kubernetes.io/job-tracking"]
+            },
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Running"}
+        })
+    }
+
+    fn without_managed_fields(mut v: Value) -> Value {
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        v
+    }
+
+    #[test]
+    fn decodes_as_the_document_without_managed_fields() {
+        let text = pod_doc().to_string();
+        let lean: Lean<Pod> = serde_json::from_str(&text).expect("lean decode");
+        let plain: Pod =
+            serde_json::from_value(without_managed_fields(pod_doc())).expect("plain decode");
+        assert_eq!(lean.0, plain);
+        assert!(lean.0.metadata.managed_fields.is_none());
+        assert_eq!(
+            lean.0.metadata.finalizers.as_deref().map(<[_]>::len),
+            Some(1)
+        );
+        // The full decode does carry them: the test would notice a no-op view.
+        let full: Pod = serde_json::from_str(&text).expect("full decode");
+        assert_eq!(full.metadata.managed_fields.map(|m| m.len()), Some(1));
+    }
+
+    #[test]
+    fn a_nested_template_keeps_its_metadata() {
+        let doc = json!({
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "j", "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "spec": {"template": {
+                "metadata": {"labels": {"a": "b"}, "annotations": {"managedFields": "kept"}},
+                "spec": {"containers": [{"name": "c"}], "restartPolicy": "Never"}
+            }}
+        });
+        let lean: Lean<Job> = serde_json::from_str(&doc.to_string()).expect("lean decode");
+        let plain: Job = serde_json::from_value(without_managed_fields(doc)).expect("plain");
+        assert_eq!(lean.0, plain);
+        let template = lean.0.spec.and_then(|s| s.template.metadata);
+        assert_eq!(
+            template
+                .and_then(|m| m.annotations)
+                .and_then(|a| a.get("managedFields").cloned()),
+            Some("kept".to_string())
+        );
+    }
+
+    #[test]
+    fn escaped_member_names_and_a_null_metadata_decode() {
+        // "n\u0061me" is "name" written with an escape: the key cannot be borrowed.
+        let text = r#"{"kind":"Pod","metadata":{"n\u0061me":"esc","managedFields":null}}"#;
+        let lean: Lean<Pod> = serde_json::from_str(text).expect("escaped key");
+        assert_eq!(lean.0.metadata.name.as_deref(), Some("esc"));
+        let lean: Lean<Pod> = serde_json::from_str(r#"{"metadata":null}"#).expect("null");
+        assert_eq!(lean.0.metadata, ObjectMeta::default());
+    }
+
+    #[test]
+    fn type_errors_are_still_reported() {
+        let err = serde_json::from_str::<Lean<Pod>>(r#"{"metadata":{"name":5}}"#)
+            .expect_err("a number is no name");
+        assert!(err.to_string().contains("invalid type"), "{err}");
+        assert!(serde_json::from_str::<Lean<Pod>>("[1]").is_err());
+    }
+
+    #[test]
+    fn lists_decode_every_item_lean() {
+        let items: Vec<Lean<Pod>> =
+            serde_json::from_value(json!([pod_doc(), pod_doc()])).expect("list");
+        assert!(items.iter().all(|p| p.0.metadata.managed_fields.is_none()));
+        assert!(
+            items
+                .iter()
+                .all(|p| p.0.metadata.name.as_deref() == Some("p"))
+        );
+    }
+
+    #[test]
+    fn the_resource_is_the_wrapped_kind() {
+        assert_eq!(Lean::<Pod>::kind(&()), "Pod");
+        assert_eq!(Lean::<Job>::group(&()), "batch");
+        assert_eq!(
+            Lean::<Job>::url_path(&(), Some("ns")),
+            "/apis/batch/v1/namespaces/ns/jobs"
+        );
+        assert_eq!(Lean::<Pod>::url_path(&(), None), "/api/v1/pods");
+    }
+}
