@@ -108,13 +108,15 @@ impl Instance {
         }));
 
         // The controllers are clients of the server over HTTP, as they would be on a cluster.
-        let client = client_for(addr, Some(user_agent::CONTROLLER_MANAGER))?;
         let (stop_controllers, controllers_stop) = watch::channel(false);
-        let controllers = tokio::spawn(kbatch_controllers::manager::run(
-            client,
-            cfg.controllers,
-            controllers_stop,
-        ));
+        let controllers = spawn_on_own_runtime("kbatch-controllers", || {
+            let client = client_for(addr, Some(user_agent::CONTROLLER_MANAGER))?;
+            Ok(kbatch_controllers::manager::run(
+                client,
+                cfg.controllers,
+                controllers_stop,
+            ))
+        })?;
         let executor = start_executor(&cfg.data_dir, cfg.executor, cfg.max_pods, &state, addr)?;
         state.set_ready();
         Ok(Instance {
@@ -182,17 +184,44 @@ fn start_executor(
     config.runtime = runtime;
     config.max_pods = max_pods;
     state.set_log_dir(config.log_dir());
-    let client = client_for(addr, Some(user_agent::KUBELET))?;
     let (stop, stopped) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let result = kbatch_executor::run(client, config, stopped).await;
-        if let Err(e) = &result {
-            // Said at once: the server keeps serving without an executor.
-            tracing::error!(error = %e, "the executor stopped");
-        }
-        result
-    });
+    let task = spawn_on_own_runtime("kbatch-executor", || {
+        let client = client_for(addr, Some(user_agent::KUBELET))?;
+        Ok(async move {
+            let result = kbatch_executor::run(client, config, stopped).await;
+            if let Err(e) = &result {
+                // Said at once: the server keeps serving without an executor.
+                tracing::error!(error = %e, "the executor stopped");
+            }
+            result
+        })
+    })?;
     Ok(Some((stop, task)))
+}
+
+/// Runs the future `start` makes on a runtime of its own (two worker threads named `name`),
+/// as the controllers and the kubelet run in processes of their own on a cluster: their work
+/// (decoding watch events, spawning processes) then never holds up the server's threads, and
+/// the OS shares the cores between the three. `start` runs in that runtime's context, so the
+/// client it builds keeps its tasks there too.
+fn spawn_on_own_runtime<F, S>(name: &str, start: S) -> anyhow::Result<JoinHandle<F::Output>>
+where
+    S: FnOnce() -> anyhow::Result<F>,
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .with_context(|| format!("starting the {name} runtime"))?;
+    let future = {
+        let _on = rt.enter();
+        start()?
+    };
+    // The blocking thread drives the runtime until the future ends, then drops it.
+    Ok(tokio::task::spawn_blocking(move || rt.block_on(future)))
 }
 
 /// A client of the server at `addr`, sending `component`'s User-Agent when given.
