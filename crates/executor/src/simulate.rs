@@ -52,6 +52,14 @@ pub fn init_plan() -> Plan {
     }
 }
 
+/// A sidecar runs until it is stopped (a year stands for forever: tokio's timers end there).
+pub fn sidecar_plan() -> Plan {
+    Plan::Simulate {
+        duration: Duration::from_secs(365 * 24 * 3600),
+        exit_code: 0,
+    }
+}
+
 pub fn start(duration: Duration, exit_code: i32) -> Started {
     let (stop, mut stop_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit) = oneshot::channel();

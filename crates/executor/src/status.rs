@@ -64,6 +64,8 @@ pub enum RunState {
 pub struct ContainerRecord {
     pub name: String,
     pub image: String,
+    /// A restartable init container (a sidecar).
+    pub sidecar: bool,
     pub restart_count: i32,
     pub state: RunState,
     pub last: Option<Terminated>,
@@ -74,6 +76,7 @@ impl ContainerRecord {
         ContainerRecord {
             name: name.to_string(),
             image: image.to_string(),
+            sidecar: false,
             restart_count: 0,
             state: RunState::Waiting {
                 reason: waiting_reason.to_string(),
@@ -116,12 +119,28 @@ pub struct PodView {
     pub finish: Option<Finish>,
 }
 
-/// kubelet's `getPhase` for pods without sidecars.
+/// kubelet's `getPhase`. Sidecars (restartable init containers) count as running while they
+/// run and are ignored once they stopped; the pod is Pending until its regular init containers
+/// are done and, before a regular container started, until its sidecars run.
 pub fn phase(view: &PodView, pod_is_terminal: bool) -> &'static str {
     let never = view.restart_policy == "Never";
     let mut pending_init = 0;
+    let mut pending_sidecars = 0;
     let mut failed_init = 0;
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
     for c in &view.init {
+        if c.sidecar {
+            match &c.state {
+                RunState::Running { .. } => running += 1,
+                RunState::Terminated(_) => {}
+                RunState::Waiting { .. } if c.last.is_some() => {}
+                RunState::Waiting { .. } => {
+                    pending_sidecars += 1;
+                    waiting += 1;
+                }
+            }
+            continue;
+        }
         match &c.state {
             RunState::Running { .. } => pending_init += 1,
             RunState::Terminated(t) => {
@@ -136,7 +155,6 @@ pub fn phase(view: &PodView, pod_is_terminal: bool) -> &'static str {
             },
         }
     }
-    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
     for c in &view.main {
         match &c.state {
             RunState::Running { .. } => running += 1,
@@ -158,7 +176,7 @@ pub fn phase(view: &PodView, pod_is_terminal: bool) -> &'static str {
     if failed_init > 0 && never {
         return POD_FAILED;
     }
-    if pending_init > 0 || waiting > 0 {
+    if pending_init > 0 || (pending_sidecars > 0 && !any_main_started(view)) || waiting > 0 {
         return POD_PENDING;
     }
     if running > 0 {
@@ -177,6 +195,13 @@ pub fn phase(view: &PodView, pod_is_terminal: bool) -> &'static str {
     }
     // Always, or OnFailure with a failed container: restarting.
     POD_RUNNING
+}
+
+/// A regular container has run (kubelet's `HasAnyActiveRegularContainerStarted`).
+fn any_main_started(view: &PodView) -> bool {
+    view.main
+        .iter()
+        .any(|c| !matches!(c.state, RunState::Waiting { .. }) || c.last.is_some())
 }
 
 /// The phase reported: a finished pod is Succeeded or Failed, whatever its containers say.
@@ -289,15 +314,15 @@ fn kubelet_conditions(view: &PodView, phase: &str) -> Vec<PodCondition> {
         None,
     )];
 
-    // Initialized.
-    let any_main_started = view
-        .main
-        .iter()
-        .any(|c| !matches!(c.state, RunState::Waiting { .. }) || c.last.is_some());
+    // Initialized: regular init containers completed, sidecars started.
+    let any_main_started = any_main_started(view);
     let incomplete: Vec<&str> = view
         .init
         .iter()
-        .filter(|c| c.exit_code() != Some(0))
+        .filter(|c| match c.sidecar {
+            true => !c.is_running(),
+            false => c.exit_code() != Some(0),
+        })
         .map(|c| c.name.as_str())
         .collect();
     out.push(if view.init.is_empty() {
@@ -324,9 +349,12 @@ fn kubelet_conditions(view: &PodView, phase: &str) -> Vec<PodCondition> {
     } else if phase == POD_FAILED {
         condition("ContainersReady", false, Some("PodFailed"), None)
     } else {
+        // Sidecars first, then the regular containers, as kubelet lists them.
         let unready: Vec<&str> = view
-            .main
+            .init
             .iter()
+            .filter(|c| c.sidecar)
+            .chain(view.main.iter())
             .filter(|c| !c.is_running())
             .map(|c| c.name.as_str())
             .collect();
@@ -603,6 +631,162 @@ mod tests {
             phase(&view("OnFailure", vec![], vec![c]), false),
             POD_RUNNING
         );
+    }
+
+    fn sidecar(state: RunState) -> ContainerRecord {
+        ContainerRecord {
+            sidecar: true,
+            ..rec("proxy", state)
+        }
+    }
+
+    fn crash_looping(mut c: ContainerRecord, code: i32) -> ContainerRecord {
+        c.last = match exited(code) {
+            RunState::Terminated(t) => Some(t),
+            _ => None,
+        };
+        c
+    }
+
+    /// Rows of kubelet's getPhase tests with restartable init containers.
+    #[test]
+    fn phase_table_with_sidecars() {
+        let cases: Vec<(&str, PodView, bool, &str)> = vec![
+            (
+                "sidecar not started yet",
+                view(
+                    "Never",
+                    vec![sidecar(waiting("PodInitializing"))],
+                    vec![rec("a", waiting("PodInitializing"))],
+                ),
+                false,
+                POD_PENDING,
+            ),
+            (
+                "sidecar running, main not started",
+                view(
+                    "Never",
+                    vec![sidecar(running())],
+                    vec![rec("a", waiting("PodInitializing"))],
+                ),
+                false,
+                POD_PENDING,
+            ),
+            (
+                "sidecar and main running",
+                view("Never", vec![sidecar(running())], vec![rec("a", running())]),
+                false,
+                POD_RUNNING,
+            ),
+            (
+                "main done, sidecar still running",
+                view("Never", vec![sidecar(running())], vec![rec("a", exited(0))]),
+                false,
+                POD_RUNNING,
+            ),
+            (
+                "main succeeded, sidecar stopped by SIGTERM",
+                view(
+                    "Never",
+                    vec![sidecar(exited(143))],
+                    vec![rec("a", exited(0))],
+                ),
+                true,
+                POD_SUCCEEDED,
+            ),
+            (
+                "main succeeded, sidecar stopped, not yet terminal",
+                view(
+                    "OnFailure",
+                    vec![sidecar(exited(137))],
+                    vec![rec("a", exited(0))],
+                ),
+                false,
+                POD_SUCCEEDED,
+            ),
+            (
+                "main failed, sidecar stopped",
+                view("Never", vec![sidecar(exited(0))], vec![rec("a", exited(1))]),
+                true,
+                POD_FAILED,
+            ),
+            (
+                "sidecar crash looping, main running",
+                view(
+                    "Never",
+                    vec![crash_looping(sidecar(waiting("CrashLoopBackOff")), 1)],
+                    vec![rec("a", running())],
+                ),
+                false,
+                POD_RUNNING,
+            ),
+            (
+                "regular init after a running sidecar",
+                view(
+                    "Never",
+                    vec![sidecar(running()), rec("i", running())],
+                    vec![rec("a", waiting("PodInitializing"))],
+                ),
+                false,
+                POD_PENDING,
+            ),
+            (
+                "a failed regular init fails the pod whatever the sidecar does",
+                view(
+                    "Never",
+                    vec![sidecar(running()), rec("i", exited(2))],
+                    vec![rec("a", waiting("PodInitializing"))],
+                ),
+                false,
+                POD_FAILED,
+            ),
+        ];
+        for (name, v, terminal, want) in cases {
+            assert_eq!(phase(&v, terminal), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn sidecars_in_initialized_and_ready() {
+        let find = |v: &PodView, ty: &str| {
+            let phase = phase(v, false);
+            kubelet_conditions(v, phase)
+                .into_iter()
+                .find(|c| c.type_ == ty)
+                .expect("condition")
+        };
+        // A started sidecar counts as initialized; one that never ran does not.
+        let v = view(
+            "Never",
+            vec![sidecar(running()), rec("i", exited(0))],
+            vec![rec("a", waiting("PodInitializing"))],
+        );
+        assert_eq!(find(&v, "Initialized").status, "True");
+        let v = view(
+            "Never",
+            vec![sidecar(waiting("PodInitializing"))],
+            vec![rec("a", waiting("PodInitializing"))],
+        );
+        let c = find(&v, "Initialized");
+        assert_eq!(c.status, "False");
+        assert_eq!(
+            c.message.as_deref(),
+            Some("containers with incomplete status: [proxy]")
+        );
+        // Readiness needs the sidecars too, listed first.
+        let v = view(
+            "Never",
+            vec![crash_looping(sidecar(waiting("CrashLoopBackOff")), 1)],
+            vec![rec("a", running()), rec("b", waiting("ContainerCreating"))],
+        );
+        let c = find(&v, "ContainersReady");
+        assert_eq!(c.status, "False");
+        assert_eq!(
+            c.message.as_deref(),
+            Some("containers with unready status: [proxy b]")
+        );
+        let v = view("Never", vec![sidecar(running())], vec![rec("a", running())]);
+        assert_eq!(find(&v, "Ready").status, "True");
     }
 
     fn pod() -> Pod {

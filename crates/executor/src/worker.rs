@@ -180,6 +180,9 @@ enum StopReason {
     Deadline,
     Shutdown,
     Vanished,
+    /// The pod's end is decided and only its sidecars still run: they are stopped, and their
+    /// ends do not count (kubelet terminates them once the regular containers are done).
+    SidecarsDone,
 }
 
 struct Stopping {
@@ -197,6 +200,11 @@ struct Active {
 
 struct Slot {
     init: bool,
+    /// A restartable init container (restartPolicy Always): started in the init sequence,
+    /// then kept running beside the regular containers, restarted whenever it exits.
+    sidecar: bool,
+    /// It has run at least once: the init sequence goes on past a sidecar only then.
+    ever_started: bool,
     record: ContainerRecord,
     /// `None` when the container can't start (its record says why).
     plan: Option<Plan>,
@@ -365,28 +373,23 @@ impl Worker {
             .map(|c| (true, c))
             .chain(spec.containers.iter().map(|c| (false, c)));
         for (init, c) in all {
-            let plan = if init && c.restart_policy.as_deref() == Some("Always") {
-                Err(crate::env::ConfigError(format!(
-                    "init container {:?} has restartPolicy Always: sidecar containers are not \
-                     supported by the executor",
-                    c.name
-                )))
-            } else {
-                match self.config().runtime {
-                    RuntimeKind::Process => crate::env::launch(&pod, c).map(|launch| {
-                        let workdir = c
-                            .working_dir
-                            .as_deref()
-                            .filter(|d| !d.is_empty())
-                            .map_or_else(|| default_workdir.clone(), PathBuf::from);
-                        Plan::Process { launch, workdir }
-                    }),
-                    RuntimeKind::Simulate if init => Ok(crate::simulate::init_plan()),
-                    RuntimeKind::Simulate => crate::simulate::plan(&pod),
-                }
+            let sidecar = init && c.restart_policy.as_deref() == Some("Always");
+            let plan = match self.config().runtime {
+                RuntimeKind::Process => crate::env::launch(&pod, c).map(|launch| {
+                    let workdir = c
+                        .working_dir
+                        .as_deref()
+                        .filter(|d| !d.is_empty())
+                        .map_or_else(|| default_workdir.clone(), PathBuf::from);
+                    Plan::Process { launch, workdir }
+                }),
+                RuntimeKind::Simulate if sidecar => Ok(crate::simulate::sidecar_plan()),
+                RuntimeKind::Simulate if init => Ok(crate::simulate::init_plan()),
+                RuntimeKind::Simulate => crate::simulate::plan(&pod),
             };
             let mut record =
                 ContainerRecord::new(&c.name, c.image.as_deref().unwrap_or(""), waiting_reason);
+            record.sidecar = sidecar;
             let plan = match plan {
                 Ok(p) => Some(p),
                 Err(e) => {
@@ -400,6 +403,8 @@ impl Worker {
             };
             self.slots.push(Slot {
                 init,
+                sidecar,
+                ever_started: false,
                 record,
                 plan,
                 runs: 0,
@@ -512,6 +517,12 @@ impl Worker {
             return;
         }
         if self.finish.is_some() {
+            if self.slots.iter().any(|s| s.active.is_some()) {
+                // Decided while sidecars run (a failed init container): stop them.
+                let grace = self.grace();
+                self.stop(StopReason::SidecarsDone, grace);
+                return self.step(now);
+            }
             return;
         }
         if self.deadline.is_some_and(|d| now >= d) {
@@ -519,10 +530,28 @@ impl Worker {
             self.stop(StopReason::Deadline, grace);
             return self.step(now);
         }
-        // Init containers, one at a time, in order.
+        // Sidecars that exited after they first ran restart when their back-off ends.
+        for i in 0..self.slots.len() {
+            let slot = &self.slots[i];
+            if slot.sidecar && slot.ever_started && slot.active.is_none() && self.due(i, now) {
+                self.start(i);
+            }
+        }
+        // Init containers, one at a time, in order; a sidecar lets the next one start once
+        // it has run.
         for i in 0..self.slots.len() {
             if !self.slots[i].init {
                 break;
+            }
+            if self.slots[i].sidecar {
+                if !self.slots[i].ever_started && self.slots[i].active.is_none() && self.due(i, now)
+                {
+                    self.start(i);
+                }
+                if self.slots[i].ever_started {
+                    continue;
+                }
+                return;
             }
             let slot = &self.slots[i];
             if slot.active.is_some() {
@@ -549,6 +578,12 @@ impl Worker {
             if s.active.is_some() || s.restart_at.is_some() || s.runs == 0 {
                 all_done = false;
             }
+        }
+        let sidecars_running = self.slots.iter().any(|s| s.sidecar && s.active.is_some());
+        if all_done && sidecars_running {
+            let grace = self.grace();
+            self.stop(StopReason::SidecarsDone, grace);
+            return self.step(now);
         }
         if all_done && !self.exits.is_empty() {
             all_done = false;
@@ -603,6 +638,7 @@ impl Worker {
         slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
         match runtime::start(&plan, log_file) {
             Ok(started) => {
+                slot.ever_started = true;
                 slot.record.state = RunState::Running {
                     started_at: now,
                     container_id,
@@ -697,6 +733,7 @@ impl Worker {
         let (pod_name, ns, uid) = (self.name.clone(), self.namespace.clone(), self.uid.clone());
         let slot = &mut self.slots[i];
         let restart = match (slot.init, policy.as_str()) {
+            _ if slot.sidecar => true,
             (_, "Never") => false,
             (true, _) | (false, "OnFailure") => exit_code != 0,
             (false, _) => true,
@@ -722,7 +759,7 @@ impl Worker {
                     )),
                 };
             }
-        } else if slot.init && exit_code != 0 {
+        } else if slot.init && !slot.sidecar && exit_code != 0 {
             // A failed init container under Never fails the pod (the phase says Failed).
             self.finish = Some(Finish {
                 failed: false,
@@ -917,6 +954,7 @@ impl Worker {
                 &old.container_statuses
             };
             let found = statuses.iter().flatten().find(|s| s.name == c.name);
+            let sidecar = init && c.restart_policy.as_deref() == Some("Always");
             let mut record = match found {
                 Some(cs) => record_from_status(cs),
                 None => ContainerRecord::new(
@@ -940,8 +978,11 @@ impl Worker {
                     container_id: Some(container_id.clone()),
                 });
             }
+            record.sidecar = sidecar;
             self.slots.push(Slot {
                 init,
+                sidecar,
+                ever_started: false,
                 record,
                 plan: None,
                 runs: 0,
@@ -1027,6 +1068,7 @@ fn record_from_status(cs: &ContainerStatus) -> ContainerRecord {
     ContainerRecord {
         name: cs.name.clone(),
         image: cs.image.clone(),
+        sidecar: false,
         restart_count: cs.restart_count,
         state: run_state,
         last: cs

@@ -457,3 +457,67 @@ async fn init_containers_run_first_in_order() {
     assert_eq!(condition(&p, "Initialized").status, "False");
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecars_run_beside_the_containers_and_stop_after_them() {
+    let c = Cluster::start().await;
+    let wd = tempfile::tempdir().unwrap();
+    let m = marker("sidecar");
+    // The sidecar exits once at first (restarted at once: its first back-off is zero), then
+    // runs until stopped; the main container waits for the sidecar's second run and the next
+    // init container, which only starts once the sidecar has run.
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "side"},
+        "spec": {"restartPolicy": "Never",
+            "initContainers": [
+                {"name": "proxy", "image": "x", "restartPolicy": "Always", "workingDir": wd.path(),
+                 "env": [{"name": "KBATCH_TEST_MARKER", "value": m}],
+                 "command": ["sh", "-c", "echo run >> proxy-runs; [ $(wc -l < proxy-runs) -ge 2 ] || exit 7; exec sleep 600"]},
+                {"name": "setup", "image": "x", "workingDir": wd.path(), "command": ["sh", "-c", "echo setup >> order"]}
+            ],
+            "containers": [{"name": "main", "image": "x", "workingDir": wd.path(),
+                "command": ["sh", "-c", "while [ $(wc -l < proxy-runs) -lt 2 ]; do sleep 0.05; done; sleep 0.3; echo main >> order"]}]}
+    }))
+    .await;
+    let running = c
+        .wait_pod("side", 10, "main running beside the sidecar", |p| {
+            phase_of(p) == "Running"
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.name == "main" && c.ready))
+        })
+        .await;
+    let proxy = init_status_of(&running, "proxy");
+    assert!(proxy.state.as_ref().unwrap().running.is_some(), "{proxy:?}");
+    assert_eq!(proxy.started, Some(true));
+    assert!(proxy.ready);
+    assert_eq!(condition(&running, "Initialized").status, "True");
+    assert_eq!(condition(&running, "ContainersReady").status, "True");
+
+    // The main container's success decides the pod; the sidecar is stopped, and its end
+    // (by SIGTERM) does not fail the pod.
+    let p = c.wait_phase("side", "Succeeded", 20).await;
+    let proxy = init_status_of(&p, "proxy");
+    assert!(proxy.restart_count >= 1, "{proxy:?}");
+    assert!(
+        proxy.state.as_ref().unwrap().terminated.is_some(),
+        "{proxy:?}"
+    );
+    let last = proxy
+        .last_state
+        .as_ref()
+        .and_then(|l| l.terminated.as_ref());
+    assert_eq!(last.map(|t| t.exit_code), Some(7), "{proxy:?}");
+    let setup = init_status_of(&p, "setup").state.clone().unwrap();
+    assert_eq!(setup.terminated.map(|t| t.exit_code), Some(0));
+    let order = std::fs::read_to_string(wd.path().join("order")).unwrap();
+    assert_eq!(order, "setup\nmain\n");
+    eventually(
+        Duration::from_secs(5),
+        "no sidecar process left",
+        || async { processes_with_marker(&m).is_empty().then_some(()) },
+    )
+    .await;
+    c.shutdown().await;
+}

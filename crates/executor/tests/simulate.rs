@@ -223,3 +223,30 @@ async fn many_simulated_pods_within_capacity() {
     assert!(started.elapsed() >= Duration::from_millis(800));
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_sidecar_runs_until_the_main_container_ends() {
+    let c = Cluster::start_with(RuntimeKind::Simulate, 110).await;
+    let mut pod = sim_pod("side", json!({"kbatch.dev/simulate-duration": "300ms"}));
+    pod["spec"]["initContainers"] =
+        json!([{"name": "proxy", "image": "busybox", "restartPolicy": "Always"}]);
+    c.create(pod).await;
+    let running = c
+        .wait_pod("side", 5, "main running", |p| {
+            phase_of(p) == "Running"
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.ready))
+        })
+        .await;
+    assert!(init_status_of(&running, "proxy").ready);
+    let p = c.wait_phase("side", "Succeeded", 10).await;
+    let proxy = init_status_of(&p, "proxy");
+    assert!(
+        proxy.state.as_ref().unwrap().terminated.is_some(),
+        "{proxy:?}"
+    );
+    assert_eq!(proxy.restart_count, 0);
+    c.shutdown().await;
+}

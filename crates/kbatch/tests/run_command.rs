@@ -194,3 +194,19 @@ fn keep_leaves_the_data_dir_to_inspect() {
     assert!(kubeconfig.is_file(), "{stdout}");
     std::fs::remove_dir_all(kept).expect("clean up");
 }
+
+#[test]
+fn a_job_with_a_sidecar_completes_once_its_main_containers_succeed() {
+    let out = run(&[&examples("sidecar.yaml")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(
+        stdout.matches("sidecar alive at").count(),
+        2,
+        "both pods' main containers saw their sidecar:\n{stdout}"
+    );
+}
