@@ -14,9 +14,9 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::{DynamicResourceScope, Resource};
-use serde::Deserialize;
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
 
 /// A `K` decoded without its `metadata.managedFields` (left empty). As a kube `Resource` it is
 /// `K`'s kind, at `K`'s URLs, so `Api<Lean<K>>` lists and watches what `Api<K>` would.
@@ -26,6 +26,14 @@ pub struct Lean<K>(pub K);
 impl<K> Lean<K> {
     pub fn into_inner(self) -> K {
         self.0
+    }
+}
+
+/// Written as `K` is (without managedFields, if it has none, as the server then keeps the
+/// stored ones).
+impl<K: Serialize> Serialize for Lean<K> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
     }
 }
 

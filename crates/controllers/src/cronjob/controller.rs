@@ -28,6 +28,7 @@ use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{object_key, split_key};
 use crate::runtime::metrics::{HistogramVec, exponential_buckets};
 use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
+use crate::runtime::writes;
 
 /// The event source component, as upstream.
 pub const COMPONENT: &str = "cronjob-controller";
@@ -316,9 +317,7 @@ impl Inner {
         if let Some(status) = plan.status.clone() {
             let mut updated = (*cached).clone();
             updated.status = Some(status);
-            cj_api
-                .replace_status(name, &PostParams::default(), &updated)
-                .await?;
+            writes::replace_status_lean(&cj_api, name, &PostParams::default(), &updated).await?;
         }
         if let Some(err) = plan.error.clone() {
             return Err(SyncError::Plan(err));
@@ -372,7 +371,7 @@ impl Inner {
         }
         if let (Some(job), Some(scheduled)) = (plan.job_to_create.as_ref(), plan.scheduled_time) {
             redo = true;
-            outcomes.create = match api.create(&PostParams::default(), job).await {
+            outcomes.create = match writes::create_lean(api, &PostParams::default(), job).await {
                 Ok(created) => {
                     if let Some(ct) = created.metadata.creation_timestamp.as_ref() {
                         let skew = ct.0.duration_since(scheduled).as_secs_f64().max(0.0);

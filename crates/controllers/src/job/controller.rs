@@ -624,10 +624,9 @@ impl Inner {
         let old = updated.status.replace(status);
         let name = job.name_any();
         let ns = job.namespace().unwrap_or_default();
-        let written = self
-            .jobs_api(&ns)
-            .replace_status(&name, &PostParams::default(), &updated)
-            .await?;
+        let pp = PostParams::default();
+        let written =
+            writes::replace_status_lean(&self.jobs_api(&ns), &name, &pp, &updated).await?;
         record_finish_metrics(job, old.as_ref(), written.status.as_ref());
         Ok(Arc::new(written))
     }
