@@ -22,7 +22,6 @@ pub mod strategy;
 pub mod table;
 pub mod watch;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -56,6 +55,9 @@ pub struct ServerState {
     /// Where the local executor writes container logs (`pods/log` reads them); none without
     /// an executor.
     log_dir: RwLock<Option<PathBuf>>,
+    /// When set, every request but the health checks and `/version` must carry
+    /// `Authorization: Bearer <token>` (served on a non-loopback address).
+    bearer_token: std::sync::OnceLock<String>,
 }
 
 /// A function that renders metrics in the Prometheus text format.
@@ -73,10 +75,38 @@ impl ServerState {
             shutdown,
             metrics: std::sync::OnceLock::new(),
             log_dir: RwLock::new(None),
+            bearer_token: std::sync::OnceLock::new(),
         })
     }
 
     /// Serve `pods/log` from this directory (the executor's `data_dir/logs`).
+    /// Require this bearer token from now on (set once; later calls are ignored).
+    pub fn require_bearer_token(&self, token: String) {
+        let _ = self.bearer_token.set(token);
+    }
+
+    /// Whether `req` may go past authentication: no token required, or the right one sent.
+    fn authenticated(&self, req: &Request) -> bool {
+        let Some(want) = self.bearer_token.get() else {
+            return true;
+        };
+        let sent = req
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        // Compared in time independent of where they differ.
+        sent.is_some_and(|sent| {
+            sent.len() == want.len()
+                && sent
+                    .bytes()
+                    .zip(want.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0
+        })
+    }
+
     pub fn set_log_dir(&self, dir: PathBuf) {
         if let Ok(mut d) = self.log_dir.write() {
             *d = Some(dir);
@@ -148,18 +178,20 @@ pub fn router(state: Arc<ServerState>) -> Router {
     })
 }
 
-/// Serve until `shutdown` resolves.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
+/// Serve the connections `listener` accepts (plain TCP, or TLS streams) until `shutdown`
+/// resolves.
+pub async fn serve<L>(
+    listener: L,
     state: Arc<ServerState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    axum::serve(listener, router(state).into_make_service())
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 fn text(code: StatusCode, body: &'static str) -> Response {
@@ -182,6 +214,9 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             };
         }
         "/version" => return json_response(StatusCode::OK, &discovery::version()),
+        _ if !st.authenticated(&req) => {
+            return error::ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
+        }
         "/metrics" => {
             let body = st.metrics.get().map(|f| f()).unwrap_or_default();
             return (

@@ -6,11 +6,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use kbatch_apiserver::ServerState;
 use kbatch_controllers::manager::ManagerConfig;
 use kbatch_store::{Store, StoreOptions};
 
+use crate::kubeconfig::Access;
 use crate::user_agent;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -43,8 +44,10 @@ type ExecutorTask = (
 );
 
 pub struct Instance {
+    /// Where clients on this machine reach the server.
     pub addr: SocketAddr,
     pub kubeconfig: PathBuf,
+    client_config: kube::Config,
     store: Store,
     state: Arc<ServerState>,
     stop_server: oneshot::Sender<()>,
@@ -59,12 +62,6 @@ impl Instance {
     /// Opens the store in `data_dir`, serves the API on `listen`, writes the kubeconfig and
     /// starts the controllers; `/readyz` answers 200 once all that is running.
     pub async fn start(cfg: InstanceConfig) -> anyhow::Result<Instance> {
-        if !cfg.listen.ip().is_loopback() {
-            bail!(
-                "--listen {}: plain HTTP is served on loopback addresses only (TLS for other addresses is not available yet)",
-                cfg.listen
-            );
-        }
         std::fs::create_dir_all(&cfg.data_dir)
             .with_context(|| format!("creating {}", cfg.data_dir.display()))?;
         let store_dir = cfg.data_dir.join("store");
@@ -82,26 +79,60 @@ impl Instance {
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .with_context(|| format!("listening on {}", cfg.listen))?;
-        let addr = listener
+        let bound = listener
             .local_addr()
             .context("reading the listen address")?;
+        // Where this machine's clients connect: loopback when listening on every address.
+        let addr = match bound.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+                SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, bound.port()))
+            }
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+                SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
+            }
+            _ => bound,
+        };
         let state = ServerState::new(store.clone(), addr.to_string());
         state
             .bootstrap()
             .await
             .map_err(|e| anyhow::anyhow!("creating system namespaces: {e}"))?;
 
+        // Plain HTTP on loopback; HTTPS with a bearer token on any other address.
         let kubeconfig = cfg.data_dir.join("kubeconfig");
-        crate::kubeconfig::write(&kubeconfig, &format!("http://{addr}"))?;
-
         let (stop_server, stop_rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(kbatch_apiserver::serve(
-            listener,
-            state.clone(),
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
+        let stopped = async move {
+            let _ = stop_rx.await;
+        };
+        let (server, client_config) = if cfg.listen.ip().is_loopback() {
+            let url = format!("http://{addr}");
+            crate::kubeconfig::write(&kubeconfig, &url, &Access::Plain)?;
+            let server = tokio::spawn(kbatch_apiserver::serve(listener, state.clone(), stopped));
+            let url = url.parse().context("building the server's URL")?;
+            (server, kube::Config::new(url))
+        } else {
+            let names = crate::tls::server_names(cfg.listen.ip());
+            let creds = crate::tls::load_or_create(&crate::tls::pki_dir(&cfg.data_dir), &names)?;
+            state.require_bearer_token(creds.token.clone());
+            let access = Access::Tls {
+                ca_pem: &creds.ca_pem,
+                token: &creds.token,
+            };
+            crate::kubeconfig::write(&kubeconfig, &format!("https://{addr}"), &access)?;
+            let listener = crate::tls::TlsListener::new(listener, creds.server.clone())
+                .context("serving TLS")?;
+            let server = tokio::spawn(kbatch_apiserver::serve(listener, state.clone(), stopped));
+            // The in-process clients use the kubeconfig as any other client would.
+            let kc = kube::config::Kubeconfig::read_from(&kubeconfig)
+                .context("reading the kubeconfig just written")?;
+            let config = kube::Config::from_custom_kubeconfig(
+                kc,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .context("the kubeconfig just written")?;
+            (server, config)
+        };
         let gc = state.start_garbage_collector();
         state.set_metrics_source(Box::new(|| {
             kbatch_controllers::runtime::metrics::registry().render()
@@ -110,18 +141,25 @@ impl Instance {
         // The controllers are clients of the server over HTTP, as they would be on a cluster.
         let (stop_controllers, controllers_stop) = watch::channel(false);
         let controllers = spawn_on_own_runtime("kbatch-controllers", || {
-            let client = client_for(addr, Some(user_agent::CONTROLLER_MANAGER))?;
+            let client = client_for(&client_config, Some(user_agent::CONTROLLER_MANAGER))?;
             Ok(kbatch_controllers::manager::run(
                 client,
                 cfg.controllers,
                 controllers_stop,
             ))
         })?;
-        let executor = start_executor(&cfg.data_dir, cfg.executor, cfg.max_pods, &state, addr)?;
+        let executor = start_executor(
+            &cfg.data_dir,
+            cfg.executor,
+            cfg.max_pods,
+            &state,
+            &client_config,
+        )?;
         state.set_ready();
         Ok(Instance {
             addr,
             kubeconfig,
+            client_config,
             store,
             state,
             stop_server,
@@ -135,7 +173,7 @@ impl Instance {
 
     /// A client of this instance's API server.
     pub fn client(&self) -> anyhow::Result<kube::Client> {
-        client_for(self.addr, None)
+        client_for(&self.client_config, None)
     }
 
     /// Stops the executor (its containers, while it can still report them), the
@@ -173,7 +211,7 @@ fn start_executor(
     executor: Executor,
     max_pods: usize,
     state: &ServerState,
-    addr: SocketAddr,
+    client_config: &kube::Config,
 ) -> anyhow::Result<Option<ExecutorTask>> {
     let runtime = match executor {
         Executor::None => return Ok(None),
@@ -186,7 +224,7 @@ fn start_executor(
     state.set_log_dir(config.log_dir());
     let (stop, stopped) = watch::channel(false);
     let task = spawn_on_own_runtime("kbatch-executor", || {
-        let client = client_for(addr, Some(user_agent::KUBELET))?;
+        let client = client_for(client_config, Some(user_agent::KUBELET))?;
         Ok(async move {
             let result = kbatch_executor::run(client, config, stopped).await;
             if let Err(e) = &result {
@@ -224,12 +262,10 @@ where
     Ok(tokio::task::spawn_blocking(move || rt.block_on(future)))
 }
 
-/// A client of the server at `addr`, sending `component`'s User-Agent when given.
-fn client_for(addr: SocketAddr, component: Option<&str>) -> anyhow::Result<kube::Client> {
-    let url = format!("http://{addr}")
-        .parse()
-        .context("building the server's URL")?;
-    let mut config = kube::Config::new(url);
+/// A client with `config` (the server's URL and credentials), sending `component`'s
+/// User-Agent when given.
+fn client_for(config: &kube::Config, component: Option<&str>) -> anyhow::Result<kube::Client> {
+    let mut config = config.clone();
     if let Some(component) = component {
         config = user_agent::with_user_agent(config, component)?;
     }

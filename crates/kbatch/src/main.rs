@@ -7,6 +7,7 @@ mod kubeconfig;
 mod metrics_server;
 mod run;
 mod schedule;
+mod tls;
 mod up;
 mod user_agent;
 

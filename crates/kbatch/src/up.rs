@@ -15,7 +15,8 @@ pub struct UpArgs {
     /// Where the store, logs and kubeconfig live.
     #[arg(long, default_value = "./kbatch-data")]
     pub data_dir: PathBuf,
-    /// Address to serve the Kubernetes API on (plain HTTP: loopback only).
+    /// Address to serve the Kubernetes API on: plain HTTP on a loopback address, HTTPS with
+    /// a CA of its own and a bearer token (both in the kubeconfig) on any other.
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
     /// Which executor runs pods.

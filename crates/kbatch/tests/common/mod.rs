@@ -37,6 +37,11 @@ impl Server {
 
     /// Start on a fresh data dir with extra `kbatch up` flags.
     pub async fn start_with(extra_args: &[&str]) -> Server {
+        Server::start_on("127.0.0.1:0", extra_args).await
+    }
+
+    /// Start on a fresh data dir, listening on `listen`, with extra `kbatch up` flags.
+    pub async fn start_on(listen: &str, extra_args: &[&str]) -> Server {
         let dir = tempfile::Builder::new()
             .prefix("kbatch-e2e-")
             .tempdir()
@@ -50,7 +55,7 @@ impl Server {
             url: String::new(),
             starts: 0,
         };
-        server.spawn().await;
+        server.spawn_on(listen).await;
         server
     }
 
@@ -225,6 +230,15 @@ impl Server {
     /// Start again on the same data dir (after `stop` or `kill`), on a new port.
     pub async fn restart(&mut self) {
         self.spawn().await;
+    }
+
+    /// Start again on the same data dir, listening on `listen`.
+    pub async fn restart_on(&mut self, listen: &str) {
+        self.spawn_on(listen).await;
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.kubeconfig_path()
     }
 
     /// Start again on the same data dir and the same port, so that clients created before
