@@ -12,7 +12,8 @@
 //!
 //! `--pods 1000 --parallelism 50 --executor process` runs one Job of 1,000 `/bin/true` pods
 //! 50 at a time instead, then spawns `/bin/true` 1,000 times 50-wide from a shell (`xargs -P`)
-//! and prints the ratio of the two times (target: <= 3x).
+//! and prints the ratio of the two times (target: <= 3x). `--repeat N` does it N times, each
+//! on a fresh server, and prints the median ratio.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -51,6 +52,10 @@ struct Args {
     /// Extra `kbatch up` flags (e.g. `--concurrent-job-syncs=10`), repeatable.
     #[arg(long = "up-arg", allow_hyphen_values = true)]
     up_args: Vec<String>,
+    /// With `--pods`: run this many times (a fresh server each time, each run followed by its
+    /// shell spawn) and report the median ratio, as the machine's speed drifts.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
 }
 
 fn default_bin() -> PathBuf {
@@ -146,9 +151,19 @@ fn is_complete(j: &Job) -> bool {
         })
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// A started `kbatch up` on a fresh data dir, its client, and where the clock starts.
+struct Started {
+    up: Up,
+    // Removed when the run ends.
+    _dir: tempfile::TempDir,
+    jobs: Api<Job>,
+    /// The resourceVersion to watch from.
+    rv: String,
+    /// The server's CPU seconds when the measurement starts.
+    cpu0: f64,
+}
+
+async fn start_up(args: &Args) -> anyhow::Result<Started> {
     let bin = args.kbatch.clone().unwrap_or_else(default_bin);
     if !bin.is_file() {
         bail!(
@@ -205,10 +220,28 @@ async fn main() -> anyhow::Result<()> {
         .metadata
         .resource_version
         .unwrap_or_default();
+    Ok(Started {
+        up,
+        _dir: dir,
+        jobs,
+        rv,
+        cpu0,
+    })
+}
 
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
     if let Some(pods) = args.pods {
-        return run_pods(&args, &jobs, &rv, (up, cpu0), pods).await;
+        return run_pods(&args, pods).await;
     }
+    let server = start_up(&args).await?;
+    let (pid, jobs, rv, cpu0) = (
+        server.up.0.id(),
+        server.jobs.clone(),
+        server.rv.clone(),
+        server.cpu0,
+    );
 
     let started = Instant::now();
     let n = args.jobs;
@@ -265,18 +298,70 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--pods`: one Job of `pods` pods through `kbatch up`, then the same spawns from a shell.
-async fn run_pods(
-    args: &Args,
-    jobs: &Api<Job>,
-    rv: &str,
-    (up, cpu0): (Up, f64),
-    pods: usize,
-) -> anyhow::Result<()> {
-    let pid = up.0.id();
+/// One `--pods` run: the Job's wall time, the server's CPU seconds and peak RSS, and the
+/// shell's time for the same spawns.
+struct PodsRun {
+    total: Duration,
+    cpu: f64,
+    peak: f64,
+    shell: Duration,
+}
+
+impl PodsRun {
+    fn ratio(&self) -> f64 {
+        self.total.as_secs_f64() / self.shell.as_secs_f64()
+    }
+}
+
+/// `--pods`: one Job of `pods` pods through `kbatch up`, then the same spawns from a shell,
+/// `--repeat` times.
+async fn run_pods(args: &Args, pods: usize) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
+    for _ in 0..args.repeat.max(1) {
+        runs.push(run_pods_once(args, pods).await?);
+    }
+    println!("executor        {}", args.executor);
+    println!("pods            {pods} (parallelism {})", args.parallelism);
+    for r in &runs {
+        println!("job complete in {:.2} s", r.total.as_secs_f64());
+        println!(
+            "server CPU      {:.2} s  ({:.0}% of one core)",
+            r.cpu,
+            100.0 * r.cpu / r.total.as_secs_f64()
+        );
+        println!("server peak RSS {:.1} MiB", r.peak);
+        println!(
+            "shell spawn     {:.2} s  (seq {pods} | xargs -P {} /bin/true)",
+            r.shell.as_secs_f64(),
+            args.parallelism
+        );
+        println!("ratio           {:.2}x  (target <= 3x)", r.ratio());
+    }
+    if runs.len() > 1 {
+        let mut ratios: Vec<f64> = runs.iter().map(PodsRun::ratio).collect();
+        ratios.sort_by(f64::total_cmp);
+        let mid = ratios.len() / 2;
+        let median = if ratios.len().is_multiple_of(2) {
+            (ratios[mid - 1] + ratios[mid]) / 2.0
+        } else {
+            ratios[mid]
+        };
+        println!(
+            "median ratio    {median:.2}x over {} runs (min {:.2}x, max {:.2}x; target <= 3x)",
+            runs.len(),
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
+    }
+    Ok(())
+}
+
+async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
+    let server = start_up(args).await?;
+    let (pid, jobs, cpu0) = (server.up.0.id(), &server.jobs, server.cpu0);
     let started = Instant::now();
     let mut stream = jobs
-        .watch(&WatchParams::default().timeout(290), rv)
+        .watch(&WatchParams::default().timeout(290), &server.rv)
         .await?
         .boxed();
     jobs.create(&PostParams::default(), &pods_job(pods, args.parallelism)?)
@@ -299,25 +384,13 @@ async fn run_pods(
     let (cpu1, peak) = usage(pid)?;
     // The shell gets the machine to itself: what kbatch still does after the Job completes
     // (events, cleanup) is not charged to it.
-    drop(up);
+    drop(stream);
+    drop(server);
     let shell = shell_spawn(pods, args.parallelism)?;
-    println!("executor        {}", args.executor);
-    println!("pods            {pods} (parallelism {})", args.parallelism);
-    println!("job complete in {:.2} s", total.as_secs_f64());
-    println!(
-        "server CPU      {:.2} s  ({:.0}% of one core)",
-        cpu1 - cpu0,
-        100.0 * (cpu1 - cpu0) / total.as_secs_f64()
-    );
-    println!("server peak RSS {peak:.1} MiB");
-    println!(
-        "shell spawn     {:.2} s  (seq {pods} | xargs -P {} /bin/true)",
-        shell.as_secs_f64(),
-        args.parallelism
-    );
-    println!(
-        "ratio           {:.2}x  (target <= 3x)",
-        total.as_secs_f64() / shell.as_secs_f64()
-    );
-    Ok(())
+    Ok(PodsRun {
+        total,
+        cpu: cpu1 - cpu0,
+        peak,
+        shell,
+    })
 }
