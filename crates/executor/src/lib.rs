@@ -9,6 +9,7 @@
 mod backoff;
 mod binder;
 mod env;
+mod events;
 pub mod expand;
 mod logs;
 mod machine;

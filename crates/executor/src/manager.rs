@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::binder::{self, PodIndex};
+use crate::events::{NodeEvents, PodRef};
 use crate::worker::{self, Context, Finished};
 use crate::{ExecutorConfig, state};
 
@@ -50,9 +51,14 @@ pub async fn run(
 ) {
     // Pods are decoded without managedFields, which nothing here reads.
     let pods: Api<Lean<Pod>> = Api::all(client.clone());
-    let mut events = watcher(pods).boxed();
+    let mut pod_events = watcher(pods).boxed();
+    let (events, _recorders) = NodeEvents::start(client.clone(), &config.node_name);
     let mut m = Manager {
-        ctx: Arc::new(Context { client, config }),
+        ctx: Arc::new(Context {
+            events,
+            client,
+            config,
+        }),
         index: PodIndex::default(),
         workers: HashMap::new(),
         finished: HashMap::new(),
@@ -69,7 +75,7 @@ pub async fn run(
         }
         let retry = m.index.next_retry();
         tokio::select! {
-            ev = events.next() => match ev {
+            ev = pod_events.next() => match ev {
                 Some(Ok(ev)) => m.on_event(ev).await,
                 Some(Err(e)) => tracing::warn!(error = %e, "watching pods"),
                 None => break,
@@ -256,8 +262,17 @@ impl Manager {
         {
             let client = self.ctx.client.clone();
             let node = node.clone();
+            let events = self.ctx.events.clone();
             self.binds.spawn(async move {
                 let result = binder::bind(client, &c, &node).await;
+                if result.is_ok() {
+                    let pod = PodRef {
+                        namespace: c.namespace.clone(),
+                        name: c.name.clone(),
+                        uid: c.uid.clone(),
+                    };
+                    events.scheduled(&pod, &node);
+                }
                 (c.uid, result)
             });
         }

@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::backoff::{CrashBackoff, go_string};
+use crate::events::{NodeEvents, PodRef};
 use crate::runtime::{self, Exit, Plan, StopSignal};
 use crate::state::{self, PodState, ProcessRecord};
 use crate::status::{self, ContainerRecord, Finish, PodView, RunState, Terminated};
@@ -55,6 +56,7 @@ const START_REPORT_DELAY: Duration = Duration::from_millis(100);
 pub struct Context {
     pub client: kube::Client,
     pub config: ExecutorConfig,
+    pub events: NodeEvents,
 }
 
 /// A pod whose terminal status is written. The node keeps only this of it until the object
@@ -290,6 +292,18 @@ impl Worker {
         &self.ctx.config
     }
 
+    fn events(&self) -> &NodeEvents {
+        &self.ctx.events
+    }
+
+    fn pod_ref(&self) -> PodRef {
+        PodRef {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+        }
+    }
+
     /// Containers of this pod ran under an earlier executor run.
     fn started_before(&self) -> bool {
         if state::path_for(&self.config().state_dir(), &self.uid).exists() {
@@ -393,6 +407,7 @@ impl Worker {
             let plan = match plan {
                 Ok(p) => Some(p),
                 Err(e) => {
+                    self.events().failed(&self.pod_ref(), &c.name, init, &e.0);
                     config_error = true;
                     record.state = RunState::Waiting {
                         reason: REASON_CONFIG_ERROR.to_string(),
@@ -486,12 +501,16 @@ impl Worker {
         if let Some(stop) = &self.stopping {
             let (reason, kill_at) = (stop.reason, stop.kill_at);
             let kill_now = now >= kill_at || reason == StopReason::Vanished;
+            let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
             for slot in &mut self.slots {
                 slot.restart_at = None;
                 if let Some(a) = &mut slot.active {
                     if !a.term_sent {
                         a.term_sent = true;
                         let _ = a.stop.send(StopSignal::Term);
+                        if reason != StopReason::Vanished {
+                            events.killing(&pod, &slot.record.name, slot.init);
+                        }
                     }
                     if kill_now && !a.kill_sent {
                         a.kill_sent = true;
@@ -609,6 +628,7 @@ impl Worker {
     fn start(&mut self, i: usize) {
         let log_dir = self.config().log_dir();
         let (ns, name, uid) = (self.namespace.clone(), self.name.clone(), self.uid.clone());
+        let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
         let slot = &mut self.slots[i];
         let Some(plan) = slot.plan.clone() else {
             return;
@@ -638,6 +658,8 @@ impl Worker {
         slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
         match runtime::start(&plan, log_file) {
             Ok(started) => {
+                events.created(&pod, &container, slot.init);
+                events.started(&pod, &container, slot.init);
                 slot.ever_started = true;
                 slot.record.state = RunState::Running {
                     started_at: now,
@@ -671,6 +693,7 @@ impl Worker {
             }
             Err(message) => {
                 tracing::info!(namespace = %ns, pod = %name, container = %container, %message, "container failed to start");
+                events.failed(&pod, &container, slot.init, &message);
                 slot.record.state = RunState::Terminated(Terminated {
                     exit_code: 128,
                     signal: None,
@@ -731,6 +754,7 @@ impl Worker {
         }
         let policy = self.restart_policy.clone();
         let (pod_name, ns, uid) = (self.name.clone(), self.namespace.clone(), self.uid.clone());
+        let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
         let slot = &mut self.slots[i];
         let restart = match (slot.init, policy.as_str()) {
             _ if slot.sidecar => true,
@@ -747,6 +771,7 @@ impl Worker {
                 && let RunState::Terminated(t) = &slot.record.state
             {
                 slot.record.last = Some(t.clone());
+                events.back_off(&pod, &slot.record.name, slot.init);
                 slot.record.state = RunState::Waiting {
                     reason: "CrashLoopBackOff".to_string(),
                     message: Some(format!(

@@ -521,3 +521,109 @@ async fn sidecars_run_beside_the_containers_and_stop_after_them() {
     .await;
     c.shutdown().await;
 }
+
+/// The events about `pod`, oldest first: (reason, type, source component, source host,
+/// field path, message).
+async fn pod_events(c: &Cluster, pod: &str) -> Vec<[String; 6]> {
+    let api: kube::Api<kbatch_api::k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(c.pods().into_client(), "default");
+    let lp = kube::api::ListParams::default().fields(&format!(
+        "involvedObject.name={pod},involvedObject.kind=Pod"
+    ));
+    let mut events = api.list(&lp).await.expect("list events").items;
+    events.sort_by_key(|e| {
+        e.metadata
+            .resource_version
+            .clone()
+            .map(|v| v.parse::<u64>().unwrap_or(0))
+    });
+    events
+        .into_iter()
+        .map(|e| {
+            let source = e.source.unwrap_or_default();
+            [
+                e.reason.unwrap_or_default(),
+                e.type_.unwrap_or_default(),
+                source.component.unwrap_or_default(),
+                source.host.unwrap_or_default(),
+                e.involved_object.field_path.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            ]
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_and_scheduler_events_tell_the_pod_story() {
+    let c = Cluster::start().await;
+    c.create(pod("story", &["true"], "Never")).await;
+    c.wait_phase("story", "Succeeded", 10).await;
+    let s = |v: &[&str; 6]| v.map(str::to_string);
+    let mut events = eventually(Duration::from_secs(5), "three events", || async {
+        let e = pod_events(&c, "story").await;
+        (e.len() >= 3).then_some(e)
+    })
+    .await;
+    // The scheduler's and kubelet's recorders write independently: compare without order.
+    events.sort();
+    assert_eq!(
+        events,
+        vec![
+            s(&[
+                "Created",
+                "Normal",
+                "kubelet",
+                "kbatch-node",
+                "spec.containers{main}",
+                "Created container: main"
+            ]),
+            s(&[
+                "Scheduled",
+                "Normal",
+                "default-scheduler",
+                "",
+                "",
+                "Successfully assigned default/story to kbatch-node"
+            ]),
+            s(&[
+                "Started",
+                "Normal",
+                "kubelet",
+                "kbatch-node",
+                "spec.containers{main}",
+                "Started container main"
+            ]),
+        ]
+    );
+
+    // A crash loop is a BackOff warning; deleting a running pod, Killing.
+    c.create(pod("loop", &["sh", "-c", "exit 2"], "OnFailure"))
+        .await;
+    let uid = c
+        .wait_phase("loop", "Running", 10)
+        .await
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let back_off = format!("Back-off restarting failed container main in pod loop_default({uid})");
+    eventually(Duration::from_secs(10), "a BackOff event", || async {
+        pod_events(&c, "loop")
+            .await
+            .iter()
+            .any(|e| e[0] == "BackOff" && e[1] == "Warning" && e[5] == back_off)
+            .then_some(())
+    })
+    .await;
+    c.create(pod("victim", &["sleep", "600"], "Never")).await;
+    c.wait_phase("victim", "Running", 10).await;
+    c.delete("victim").await;
+    eventually(Duration::from_secs(10), "a Killing event", || async {
+        pod_events(&c, "victim")
+            .await
+            .iter()
+            .any(|e| e[0] == "Killing" && e[5] == "Stopping container main")
+            .then_some(())
+    })
+    .await;
+    c.shutdown().await;
+}

@@ -665,6 +665,31 @@ async fn describe_shows_events() {
             "      Exit Code:    0",
         ],
     );
+    // The pod's story as the scheduler and kubelet tell it.
+    let pod_name = pod.trim_start_matches("pod/");
+    let out = k.until(10, "the pod's events", || {
+        let out = k.ok(&["describe", pod]);
+        out.contains("Started container main").then_some(out)
+    });
+    let events: Vec<Vec<String>> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Events:"))
+        .skip(3)
+        .map(cells)
+        .collect();
+    let scheduled = format!("Successfully assigned default/{pod_name} to kbatch-node");
+    for (reason, from, message) in [
+        ("Scheduled", "default-scheduler", scheduled.as_str()),
+        ("Created", "kubelet", "Created container: main"),
+        ("Started", "kubelet", "Started container main"),
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|c| c.len() == 5 && c[1] == reason && c[3] == from && c[4] == message),
+            "no {reason} event from {from}: {out}"
+        );
+    }
 
     // A Job created from the CronJob by hand is one the CronJob controller did not create:
     // upstream warns UnexpectedJob on the CronJob, and describe shows it.

@@ -13,6 +13,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -53,6 +55,20 @@ pub struct EventRecord {
 #[derive(Clone)]
 pub struct EventRecorder {
     tx: mpsc::UnboundedSender<EventRecord>,
+    /// Events waiting to be written, and how many may wait (client-go's broadcaster drops
+    /// what comes beyond its queue); no bound when `None`.
+    queued: Option<(Arc<AtomicUsize>, usize)>,
+}
+
+/// How a recorder writes: as which component on which host, and how fast.
+#[derive(Clone, Debug, Default)]
+pub struct RecorderOptions {
+    /// `source.host` and `reportingInstance` (kubelet's node name); empty for controllers.
+    pub host: Option<String>,
+    /// Writes per second and burst (kubelet's `eventRecordQPS` 50 and `eventBurst` 100).
+    pub rate: Option<(f64, u32)>,
+    /// Events that may wait to be written before new ones are dropped (client-go: 1000).
+    pub queue: Option<usize>,
 }
 
 /// The reference to `obj` that an event's `involvedObject` carries.
@@ -74,22 +90,46 @@ where
 impl EventRecorder {
     /// Starts the writer task for events of `component` (e.g. `job-controller`).
     pub fn start(client: Client, component: &str) -> (EventRecorder, JoinHandle<()>) {
+        EventRecorder::start_with(client, component, RecorderOptions::default())
+    }
+
+    /// Starts the writer task for events of `component` written as `options` say.
+    pub fn start_with(
+        client: Client,
+        component: &str,
+        options: RecorderOptions,
+    ) -> (EventRecorder, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
+        let queued = options
+            .queue
+            .map(|max| (Arc::new(AtomicUsize::new(0)), max));
         let writer = Writer {
             client,
             component: component.to_string(),
+            host: options.host,
             correlator: Correlator::default(),
+            limiter: options
+                .rate
+                .map(|(qps, burst)| TokenBucket::new(qps, burst)),
+            queued: queued.as_ref().map(|(n, _)| Arc::clone(n)),
         };
         let task = tokio::spawn(writer.run(rx));
-        (EventRecorder { tx }, task)
+        (EventRecorder { tx, queued }, task)
     }
 
     /// A recorder whose events are handed to `tx` (for tests of the controllers' decisions).
     pub fn to_channel(tx: mpsc::UnboundedSender<EventRecord>) -> EventRecorder {
-        EventRecorder { tx }
+        EventRecorder { tx, queued: None }
     }
 
     pub fn record(&self, object: ObjectReference, type_: EventType, reason: &str, message: &str) {
+        if let Some((queued, max)) = &self.queued {
+            if queued.load(Ordering::Relaxed) >= *max {
+                debug!(%reason, object = ?object.name, "event queue full; dropping the event");
+                return;
+            }
+            queued.fetch_add(1, Ordering::Relaxed);
+        }
         // A closed channel means the controller is shutting down: nothing to report to.
         let _ = self.tx.send(EventRecord {
             object,
@@ -111,13 +151,59 @@ impl EventRecorder {
 struct Writer {
     client: Client,
     component: String,
+    host: Option<String>,
     correlator: Correlator,
+    limiter: Option<TokenBucket>,
+    queued: Option<Arc<AtomicUsize>>,
+}
+
+/// client-go's token-bucket rate limiter: `burst` tokens, refilled at `qps` per second; a
+/// write waits for a token.
+struct TokenBucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    at: tokio::time::Instant,
+}
+
+impl TokenBucket {
+    fn new(qps: f64, burst: u32) -> TokenBucket {
+        let burst = f64::from(burst.max(1));
+        TokenBucket {
+            qps: qps.max(f64::MIN_POSITIVE),
+            burst,
+            tokens: burst,
+            at: tokio::time::Instant::now(),
+        }
+    }
+
+    /// How long to wait before the next write, taking its token.
+    fn reserve(&mut self, now: tokio::time::Instant) -> Duration {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
+        self.at = now;
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.qps)
+        }
+    }
 }
 
 impl Writer {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<EventRecord>) {
         while let Some(rec) = rx.recv().await {
+            if let Some(limiter) = self.limiter.as_mut() {
+                let wait = limiter.reserve(tokio::time::Instant::now());
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+            }
             self.write(rec).await;
+            if let Some(queued) = &self.queued {
+                queued.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -178,14 +264,14 @@ impl Writer {
             type_: Some(rec.type_.as_str().to_string()),
             source: Some(EventSource {
                 component: Some(self.component.clone()),
-                host: None,
+                host: self.host.clone(),
             }),
             first_timestamp: Some(Time(now)),
             last_timestamp: Some(Time(now)),
             count: Some(1),
             // As client-go: the source's component and host (empty for controllers).
             reporting_component: Some(self.component.clone()),
-            reporting_instance: Some(String::new()),
+            reporting_instance: Some(self.host.clone().unwrap_or_default()),
             ..Event::default()
         }
     }
@@ -246,6 +332,48 @@ fn jitter() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_bucket_allows_its_burst_then_its_rate() {
+        let start = tokio::time::Instant::now();
+        let mut b = TokenBucket::new(50.0, 100);
+        b.at = start;
+        for _ in 0..100 {
+            assert_eq!(b.reserve(start), Duration::ZERO);
+        }
+        // The 101st waits one fiftieth of a second; the next one two.
+        assert_eq!(b.reserve(start), Duration::from_millis(20));
+        assert_eq!(b.reserve(start), Duration::from_millis(40));
+        // A second later, 50 tokens came back, less the two owed.
+        let later = start + Duration::from_secs(1);
+        for _ in 0..48 {
+            assert_eq!(b.reserve(later), Duration::ZERO);
+        }
+        assert!(b.reserve(later) > Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_new_events() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let recorder = EventRecorder {
+            tx,
+            queued: Some((Arc::clone(&queued), 2)),
+        };
+        let obj = ObjectReference {
+            name: Some("p".into()),
+            ..ObjectReference::default()
+        };
+        for i in 0..5 {
+            recorder.normal(obj.clone(), "Started", &format!("n{i}"));
+        }
+        assert_eq!(queued.load(Ordering::Relaxed), 2);
+        let mut got = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            got.push(r.message);
+        }
+        assert_eq!(got, vec!["n0", "n1"]);
+    }
 
     #[test]
     fn only_transport_failures_are_retried() {

@@ -1,0 +1,202 @@
+//! The events kubelet and the scheduler record about a pod, worded as theirs, so that
+//! `kubectl describe pod` tells the same story: Scheduled, Created, Started, Killing,
+//! BackOff, Failed.
+//!
+//! They go through client-go's correlator (`kbatch_controllers::runtime::events`) with
+//! kubelet's limits: 50 writes a second after a burst of 100, and at most 1,000 waiting (the
+//! rest are dropped, as client-go's broadcaster drops them), so a burst of short pods costs
+//! the server a bounded trickle of writes.
+
+use kbatch_api::k8s_openapi::api::core::v1::ObjectReference;
+use kbatch_controllers::runtime::events::{EventRecorder, RecorderOptions};
+use tokio::task::JoinHandle;
+
+/// kubelet's and kube-scheduler's defaults (`eventRecordQPS`, `eventBurst`; the scheduler's
+/// client QPS and burst), and client-go's broadcaster queue.
+const EVENT_QPS: f64 = 50.0;
+const EVENT_BURST: u32 = 100;
+const EVENT_QUEUE: usize = 1000;
+
+/// A pod (or one of its containers) as events name it.
+#[derive(Clone, Debug)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl PodRef {
+    fn object(&self, field_path: Option<String>) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".to_string()),
+            kind: Some("Pod".to_string()),
+            namespace: Some(self.namespace.clone()),
+            name: Some(self.name.clone()),
+            uid: Some(self.uid.clone()),
+            field_path,
+            ..ObjectReference::default()
+        }
+    }
+
+    /// kubelet's `GenerateContainerRef`: the pod, with the container's field path.
+    fn container(&self, container: &str, init: bool) -> ObjectReference {
+        let list = if init { "initContainers" } else { "containers" };
+        self.object(Some(format!("spec.{list}{{{container}}}")))
+    }
+}
+
+/// The node's event recorders: kubelet's (source host: the node) and the scheduler's.
+#[derive(Clone)]
+pub struct NodeEvents {
+    kubelet: EventRecorder,
+    scheduler: EventRecorder,
+}
+
+impl NodeEvents {
+    pub fn start(client: kube::Client, node: &str) -> (NodeEvents, Vec<JoinHandle<()>>) {
+        let options = |host: Option<String>| RecorderOptions {
+            host,
+            rate: Some((EVENT_QPS, EVENT_BURST)),
+            queue: Some(EVENT_QUEUE),
+        };
+        let (kubelet, k) =
+            EventRecorder::start_with(client.clone(), "kubelet", options(Some(node.to_string())));
+        let (scheduler, s) = EventRecorder::start_with(client, "default-scheduler", options(None));
+        (NodeEvents { kubelet, scheduler }, vec![k, s])
+    }
+
+    /// Recorders that hand their events to channels (tests).
+    #[cfg(test)]
+    pub fn from_recorders(kubelet: EventRecorder, scheduler: EventRecorder) -> NodeEvents {
+        NodeEvents { kubelet, scheduler }
+    }
+
+    pub fn scheduled(&self, pod: &PodRef, node: &str) {
+        self.scheduler.normal(
+            pod.object(None),
+            "Scheduled",
+            &format!(
+                "Successfully assigned {}/{} to {node}",
+                pod.namespace, pod.name
+            ),
+        );
+    }
+
+    pub fn created(&self, pod: &PodRef, container: &str, init: bool) {
+        self.kubelet.normal(
+            pod.container(container, init),
+            "Created",
+            &format!("Created container: {container}"),
+        );
+    }
+
+    pub fn started(&self, pod: &PodRef, container: &str, init: bool) {
+        self.kubelet.normal(
+            pod.container(container, init),
+            "Started",
+            &format!("Started container {container}"),
+        );
+    }
+
+    pub fn killing(&self, pod: &PodRef, container: &str, init: bool) {
+        self.kubelet.normal(
+            pod.container(container, init),
+            "Killing",
+            &format!("Stopping container {container}"),
+        );
+    }
+
+    pub fn back_off(&self, pod: &PodRef, container: &str, init: bool) {
+        self.kubelet.warning(
+            pod.container(container, init),
+            "BackOff",
+            &format!(
+                "Back-off restarting failed container {container} in pod {}_{}({})",
+                pod.name, pod.namespace, pod.uid
+            ),
+        );
+    }
+
+    /// A container that could not be created or started.
+    pub fn failed(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+        self.kubelet.warning(
+            pod.container(container, init),
+            "Failed",
+            &format!("Error: {message}"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kbatch_controllers::runtime::events::{EventRecord, EventType};
+    use tokio::sync::mpsc;
+
+    #[test]
+    fn events_are_worded_and_addressed_as_kubelet_and_the_scheduler_word_them() {
+        let (ktx, mut krx) = mpsc::unbounded_channel::<EventRecord>();
+        let (stx, mut srx) = mpsc::unbounded_channel::<EventRecord>();
+        let ev = NodeEvents::from_recorders(
+            EventRecorder::to_channel(ktx),
+            EventRecorder::to_channel(stx),
+        );
+        let pod = PodRef {
+            namespace: "default".into(),
+            name: "p".into(),
+            uid: "u1".into(),
+        };
+        ev.scheduled(&pod, "kbatch-node");
+        let s = srx.try_recv().expect("scheduled");
+        assert_eq!(s.reason, "Scheduled");
+        assert_eq!(s.message, "Successfully assigned default/p to kbatch-node");
+        assert_eq!(s.object.field_path, None);
+        assert_eq!(s.object.kind.as_deref(), Some("Pod"));
+
+        ev.created(&pod, "main", false);
+        ev.started(&pod, "setup", true);
+        ev.killing(&pod, "main", false);
+        ev.back_off(&pod, "main", false);
+        ev.failed(&pod, "main", false, "no command");
+        let got: Vec<(String, String, Option<String>, EventType)> =
+            std::iter::from_fn(|| krx.try_recv().ok())
+                .map(|r| (r.reason, r.message, r.object.field_path, r.type_))
+                .collect();
+        let main = Some("spec.containers{main}".to_string());
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "Created".into(),
+                    "Created container: main".into(),
+                    main.clone(),
+                    EventType::Normal
+                ),
+                (
+                    "Started".into(),
+                    "Started container setup".into(),
+                    Some("spec.initContainers{setup}".into()),
+                    EventType::Normal
+                ),
+                (
+                    "Killing".into(),
+                    "Stopping container main".into(),
+                    main.clone(),
+                    EventType::Normal
+                ),
+                (
+                    "BackOff".into(),
+                    "Back-off restarting failed container main in pod p_default(u1)".into(),
+                    main.clone(),
+                    EventType::Warning
+                ),
+                (
+                    "Failed".into(),
+                    "Error: no command".into(),
+                    main,
+                    EventType::Warning
+                ),
+            ]
+        );
+    }
+}
