@@ -7,16 +7,17 @@
 //! the typed value only to be freed. [`Lean<K>`] decodes a `K` from any self-describing format
 //! (kube decodes lists and watch events straight from the response text), skipping the value of
 //! that one member without building it. Everything else decodes exactly as `K` does, nested
-//! `metadata` (a Job's pod template) included.
+//! `metadata` (a Job's pod template) included. The API server decodes stored objects (a
+//! `&serde_json::Value`) through it too: the kinds' rules never read managedFields.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::{DynamicResourceScope, Resource};
+use serde::Deserialize;
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Serialize, Serializer};
 
 /// A `K` decoded without its `metadata.managedFields` (left empty). As a kube `Resource` it is
 /// `K`'s kind, at `K`'s URLs, so `Api<Lean<K>>` lists and watches what `Api<K>` would.
@@ -26,14 +27,6 @@ pub struct Lean<K>(pub K);
 impl<K> Lean<K> {
     pub fn into_inner(self) -> K {
         self.0
-    }
-}
-
-/// Written as `K` is (without managedFields, if it has none, as the server then keeps the
-/// stored ones).
-impl<K: Serialize> Serialize for Lean<K> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
     }
 }
 
@@ -380,6 +373,49 @@ mod tests {
             .expect_err("a number is no name");
         assert!(err.to_string().contains("invalid type"), "{err}");
         assert!(serde_json::from_str::<Lean<Pod>>("[1]").is_err());
+    }
+
+    /// The server decodes stored documents (`&Value`) through the same view.
+    #[test]
+    fn a_json_value_decodes_through_the_view_and_only_metadata_loses_its_member() {
+        let doc = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"managedFields": "x"},
+                "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+                "finalizers": ["f"]},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "env": [{"name": "managedFields", "value": "v"}]}]},
+            "status": {"phase": "Running"}
+        });
+        let lean = Lean::<Pod>::deserialize(&doc).expect("decodes").0;
+        let plain: Pod = serde_json::from_value(without_managed_fields(doc)).expect("decodes");
+        assert_eq!(lean, plain);
+        assert!(lean.metadata.managed_fields.is_none());
+        assert_eq!(lean.metadata.labels.expect("labels")["managedFields"], "x");
+        assert_eq!(
+            lean.spec.expect("spec").containers[0]
+                .env
+                .as_ref()
+                .expect("env")[0]
+                .name,
+            "managedFields"
+        );
+
+        let mut job = json!({"metadata": {"name": "j", "managedFields": [{"manager": "a"}]},
+            "spec": {"template": {"metadata": {"managedFields": [{"manager": "t"}]},
+                "spec": {"containers": []}}}});
+        let lean = Lean::<Job>::deserialize(&job).expect("decodes").0;
+        assert!(lean.metadata.managed_fields.is_none());
+        let template_mf = lean.spec.expect("spec").template.metadata.expect("meta");
+        assert_eq!(
+            template_mf.managed_fields.expect("kept")[0]
+                .manager
+                .as_deref(),
+            Some("t")
+        );
+        job["metadata"]["name"] = json!(1);
+        assert!(Lean::<Job>::deserialize(&job).is_err());
     }
 
     #[test]

@@ -9,7 +9,6 @@ pub mod error;
 pub mod events;
 pub mod gc;
 pub mod handlers;
-mod lean;
 pub mod logs;
 mod object;
 pub mod openapi;

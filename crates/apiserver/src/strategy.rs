@@ -7,8 +7,8 @@ use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
 use kbatch_api::k8s_openapi::api::coordination::v1::Lease;
 use kbatch_api::k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -161,8 +161,8 @@ fn take_unchanged_managed_fields(new: &mut Value, old: &Value) -> Option<Value> 
 /// Decodes a stored object (valid when stored) without its managedFields, which the kinds'
 /// rules never read.
 fn decode_stored<K: DeserializeOwned>(res: &Resource, v: &Value) -> Result<K, ApiError> {
-    match crate::lean::decode_without_managed_fields(v) {
-        Ok(k) => Ok(k),
+    match kbatch_api::lean::Lean::<K>::deserialize(v) {
+        Ok(k) => Ok(k.0),
         Err(_) => decode(res, v),
     }
 }

@@ -9,7 +9,6 @@
 
 use kbatch_api::k8s_openapi::api::core::v1::ObjectReference;
 use kbatch_controllers::runtime::events::{EventRecorder, RecorderOptions};
-use tokio::task::JoinHandle;
 
 /// kubelet's and kube-scheduler's defaults (`eventRecordQPS`, `eventBurst`; the scheduler's
 /// client QPS and burst), and client-go's broadcaster queue.
@@ -53,16 +52,17 @@ pub struct NodeEvents {
 }
 
 impl NodeEvents {
-    pub fn start(client: kube::Client, node: &str) -> (NodeEvents, Vec<JoinHandle<()>>) {
+    /// Starts the two writer tasks; they end once the last handle is dropped.
+    pub fn start(client: kube::Client, node: &str) -> NodeEvents {
         let options = |host: Option<String>| RecorderOptions {
             host,
             rate: Some((EVENT_QPS, EVENT_BURST)),
             queue: Some(EVENT_QUEUE),
         };
-        let (kubelet, k) =
+        let (kubelet, _) =
             EventRecorder::start_with(client.clone(), "kubelet", options(Some(node.to_string())));
-        let (scheduler, s) = EventRecorder::start_with(client, "default-scheduler", options(None));
-        (NodeEvents { kubelet, scheduler }, vec![k, s])
+        let (scheduler, _) = EventRecorder::start_with(client, "default-scheduler", options(None));
+        NodeEvents { kubelet, scheduler }
     }
 
     /// Recorders that hand their events to channels (tests).

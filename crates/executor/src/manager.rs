@@ -7,11 +7,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use kbatch_api::k8s_openapi::api::core::v1::Pod;
-use kbatch_api::lean::Lean;
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -20,6 +18,7 @@ use crate::binder::{self, PodIndex};
 use crate::events::{NodeEvents, PodRef};
 use crate::worker::{self, Context, Finished};
 use crate::{ExecutorConfig, state};
+use kbatch_controllers::runtime::informer::lean_watcher;
 
 /// A finished pod waiting on the node for its deletion.
 struct Done {
@@ -50,9 +49,9 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     // Pods are decoded without managedFields, which nothing here reads.
-    let pods: Api<Lean<Pod>> = Api::all(client.clone());
-    let mut pod_events = watcher(pods).boxed();
-    let (events, _recorders) = NodeEvents::start(client.clone(), &config.node_name);
+    let pods: Api<Pod> = Api::all(client.clone());
+    let mut pod_events = lean_watcher(pods, watcher::Config::default()).boxed();
+    let events = NodeEvents::start(client.clone(), &config.node_name);
     let mut m = Manager {
         ctx: Arc::new(Context {
             events,
@@ -108,20 +107,6 @@ pub async fn run(
     m.confirms.abort_all();
     // Workers see the same shutdown signal and stop their containers.
     while m.tasks.join_next().await.is_some() {}
-}
-
-fn watcher(
-    pods: Api<Lean<Pod>>,
-) -> impl futures::Stream<Item = Result<Event<Pod>, watcher::Error>> {
-    watcher::watcher(pods, watcher::Config::default())
-        .default_backoff()
-        .map_ok(|ev| match ev {
-            Event::Apply(p) => Event::Apply(p.0),
-            Event::Delete(p) => Event::Delete(p.0),
-            Event::Init => Event::Init,
-            Event::InitApply(p) => Event::InitApply(p.0),
-            Event::InitDone => Event::InitDone,
-        })
 }
 
 async fn sleep_until(t: Option<Instant>) {

@@ -131,16 +131,15 @@ where
         let fanout = Arc::new(Mutex::new(fanout));
         let feed = Arc::clone(&fanout);
         let kind = std::any::type_name::<K>();
-        let api = lean_api(api);
         let task = tokio::spawn(async move {
-            let mut events = pin!(watcher(api, config).default_backoff());
+            let mut events = pin!(lean_watcher(api, config));
             while let Some(event) = events.next().await {
                 match event {
                     Ok(event) => {
                         if matches!(event, watcher::Event::Init) {
                             debug!(kind, "listing");
                         }
-                        lock(&feed).apply(unwrap_event(event));
+                        lock(&feed).apply(event);
                     }
                     // The watcher recovers by itself (a 410 leads to a re-list); report it.
                     Err(e) => warn!(kind, error = %e, "list/watch failed; retrying"),
@@ -200,29 +199,32 @@ where
     }
 }
 
-/// The same list and watch as `api`'s, decoding objects without their managedFields.
-fn lean_api<K>(api: Api<K>) -> Api<Lean<K>>
+/// kube-runtime's watcher of `api` (with its default back-off), its objects decoded without
+/// their managedFields: for clients that never read them.
+pub fn lean_watcher<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
 where
-    K: Resource,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
     let dt = K::DynamicType::default();
     let namespace = api.namespace().map(str::to_owned);
     let client = api.into_client();
-    match namespace {
+    let api: Api<Lean<K>> = match namespace {
         Some(ns) => Api::namespaced_with(client, &ns, &dt),
         None => Api::all_with(client, &dt),
-    }
-}
-
-fn unwrap_event<K>(event: watcher::Event<Lean<K>>) -> watcher::Event<K> {
-    match event {
-        watcher::Event::Apply(o) => watcher::Event::Apply(o.0),
-        watcher::Event::Delete(o) => watcher::Event::Delete(o.0),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0),
-        watcher::Event::InitDone => watcher::Event::InitDone,
-    }
+    };
+    watcher(api, config).default_backoff().map(|event| {
+        event.map(|e| match e {
+            watcher::Event::Apply(o) => watcher::Event::Apply(o.0),
+            watcher::Event::Delete(o) => watcher::Event::Delete(o.0),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0),
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        })
+    })
 }
 
 impl<K> Drop for Informer<K> {
