@@ -181,7 +181,7 @@ pub async fn run(st: Arc<ServerState>) {
         let mut graph = Graph::default();
         for o in &page.items {
             // An object that is not JSON is left out, as it would be skipped on change.
-            graph.upsert(&o.key, &o.raw);
+            graph.upsert(&o.key, &o.raw());
         }
         let keys: Vec<String> = graph.nodes.keys().cloned().collect();
         for k in keys {
@@ -237,7 +237,7 @@ async fn on_event(st: &ServerState, graph: &mut Graph, kind: EventType, o: &Obje
                 .get(&o.key)
                 .map(|n| n.owners.iter().map(|r| r.uid.clone()).collect())
                 .unwrap_or_default();
-            if !graph.upsert(&o.key, &o.raw) {
+            if !graph.upsert(&o.key, &o.raw()) {
                 return;
             }
             touched.push(o.key.clone());
@@ -398,7 +398,7 @@ fn remove_finalizer(v: &mut Value, name: &str) -> bool {
 async fn edit(st: &ServerState, key: &str, change: impl Fn(&mut Value) -> bool) {
     for _ in 0..8 {
         let Some(cur) = st.store.get(key) else { return };
-        let Ok(mut v) = serde_json::from_slice::<Value>(&cur.raw) else {
+        let Ok(mut v) = serde_json::from_slice::<Value>(&cur.raw()) else {
             return;
         };
         if !change(&mut v) {

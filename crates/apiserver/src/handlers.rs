@@ -55,7 +55,7 @@ pub fn store_err(res: &Resource, name: &str, e: StoreError) -> ApiError {
 
 /// Parse a stored document (always valid JSON, written by this server).
 pub fn parse_stored(o: &Object) -> Result<Value, ApiError> {
-    serde_json::from_slice(&o.raw)
+    serde_json::from_slice(&o.raw())
         .map_err(|e| ApiError::internal(format!("corrupt stored object {}: {e}", o.key)))
 }
 
@@ -67,7 +67,7 @@ pub fn output_bytes(res: &Resource, o: &Object) -> Result<Bytes, ApiError> {
             serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?,
         ))
     } else {
-        Ok(o.raw.clone())
+        Ok(o.raw())
     }
 }
 
@@ -259,7 +259,7 @@ async fn ensure_namespace(st: &State, ns: &str) -> Result<(), ApiError> {
         .ok_or_else(|| ApiError::not_found("namespaces", "", ns))?;
     // Every create passes here: parse the namespace only when it may be terminating.
     let may_be_deleting = o
-        .raw
+        .raw()
         .windows(b"deletionTimestamp".len())
         .any(|w| w == b"deletionTimestamp");
     if may_be_deleting
@@ -390,7 +390,7 @@ impl Filter {
         if self.is_empty() {
             return true;
         }
-        match serde_json::from_slice::<Value>(&o.raw) {
+        match serde_json::from_slice::<Value>(&o.raw()) {
             Ok(v) => self.label.matches(object::labels(&v)) && self.field.matches(self.kind, &v),
             Err(_) => false,
         }
@@ -452,7 +452,7 @@ pub async fn list(
     let revision = revision.unwrap_or(0);
     let rv = list_rv.unwrap_or(revision);
     let mut out: Vec<u8> =
-        Vec::with_capacity(128 + items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
+        Vec::with_capacity(128 + items.iter().map(|o| o.raw_len() + 1).sum::<usize>());
     let mut metadata = serde_json::Map::new();
     metadata.insert("resourceVersion".into(), json!(rv.to_string()));
     if let Some(key) = &next {

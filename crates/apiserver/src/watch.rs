@@ -215,7 +215,7 @@ impl Renderer {
         let Some(tr) = self.table else {
             return output_bytes(self.res, o).ok();
         };
-        let v: serde_json::Value = serde_json::from_slice(&o.raw).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&o.raw()).ok()?;
         let row = table::row(self.res.kind, &v, jiff::Timestamp::now(), tr.include);
         let meta = json!({"resourceVersion": o.rv.to_string()});
         let t = table::table(
@@ -241,11 +241,8 @@ mod tests {
         let raw = format!(
             r#"{{"metadata":{{"name":"p","labels":{{"app":"{app}"}},"resourceVersion":"{rv}"}}}}"#
         );
-        Arc::new(Object {
-            key: "/pods/d/p".into(),
-            rv,
-            raw: Bytes::from(raw),
-        })
+        let value = serde_json::from_str(&raw).expect("json");
+        Arc::new(Object::from_json("/pods/d/p".into(), rv, value).expect("packs"))
     }
 
     #[tokio::test]

@@ -1,6 +1,5 @@
 //! Document stamping and the byte formats of the on-disk records.
 
-use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use crate::{EventType, StoreError};
@@ -64,8 +63,16 @@ fn write_object(
     Ok(())
 }
 
-/// The stored bytes of `doc` at revision `rv`.
-pub(crate) fn stamp(doc: &Unstamped, rv: u64) -> Bytes {
+impl Unstamped {
+    /// The JSON with an empty resourceVersion, and the offset where its digits go.
+    pub(crate) fn parts(&self) -> (&[u8], usize) {
+        (&self.bytes, self.gap)
+    }
+}
+
+/// The stored bytes of `doc` at revision `rv` (what unpacking must give).
+#[cfg(test)]
+pub(crate) fn stamp(doc: &Unstamped, rv: u64) -> bytes::Bytes {
     use std::io::Write;
     // A u64 has at most 20 digits.
     let mut out = Vec::with_capacity(doc.bytes.len() + 20);
@@ -73,22 +80,18 @@ pub(crate) fn stamp(doc: &Unstamped, rv: u64) -> Bytes {
     // Writing into a Vec cannot fail.
     let _ = write!(out, "{rv}");
     out.extend_from_slice(&doc.bytes[doc.gap..]);
-    Bytes::from(out)
+    bytes::Bytes::from(out)
 }
 
 /// Stamp and serialize a document in one go.
-pub(crate) fn stamped_bytes(value: Value, rv: u64) -> Result<Bytes, StoreError> {
+#[cfg(test)]
+pub(crate) fn stamped_bytes(value: Value, rv: u64) -> Result<bytes::Bytes, StoreError> {
     Ok(stamp(&unstamped(value)?, rv))
 }
 
-/// Re-stamp stored bytes (the last state of a deleted object) with another revision.
-pub(crate) fn restamp(raw: &[u8], rv: u64) -> Result<Bytes, StoreError> {
-    let value: Value = serde_json::from_slice(raw).map_err(|_| StoreError::BadObject)?;
-    stamped_bytes(value, rv)
-}
-
-/// Object record: 8-byte big-endian revision, then the JSON bytes. Keeping the revision
-/// outside the JSON lets open() load objects without parsing them.
+/// Object record: 8-byte big-endian revision, then the packed document (or, in records
+/// written before documents were packed, its JSON). Keeping the revision outside the
+/// document lets open() load objects without parsing them.
 pub(crate) fn encode_object(rv: u64, raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + raw.len());
     out.extend_from_slice(&rv.to_be_bytes());
@@ -96,13 +99,14 @@ pub(crate) fn encode_object(rv: u64, raw: &[u8]) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_object(rec: &[u8]) -> Option<(u64, Bytes)> {
+pub(crate) fn decode_object(rec: &[u8]) -> Option<(u64, &[u8])> {
     let (head, raw) = rec.split_at_checked(8)?;
     let rv = u64::from_be_bytes(head.try_into().ok()?);
-    Some((rv, Bytes::copy_from_slice(raw)))
+    Some((rv, raw))
 }
 
-/// Log record (keyed by revision): kind byte, 4-byte little-endian key length, key, JSON bytes.
+/// Log record (keyed by revision): kind byte, 4-byte little-endian key length, key, packed
+/// document (or JSON, as for objects).
 pub(crate) fn encode_event(kind: EventType, key: &str, raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(5 + key.len() + raw.len());
     out.push(match kind {
@@ -117,7 +121,7 @@ pub(crate) fn encode_event(kind: EventType, key: &str, raw: &[u8]) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_event(rec: &[u8]) -> Option<(EventType, String, Bytes)> {
+pub(crate) fn decode_event(rec: &[u8]) -> Option<(EventType, String, &[u8])> {
     let (&kind, rest) = rec.split_first()?;
     let kind = match kind {
         0 => EventType::Added,
@@ -129,7 +133,7 @@ pub(crate) fn decode_event(rec: &[u8]) -> Option<(EventType, String, Bytes)> {
     let len = usize::try_from(u32::from_le_bytes(len.try_into().ok()?)).ok()?;
     let (key, raw) = rest.split_at_checked(len)?;
     let key = std::str::from_utf8(key).ok()?.to_owned();
-    Some((kind, key, Bytes::copy_from_slice(raw)))
+    Some((kind, key, raw))
 }
 
 #[cfg(test)]
@@ -142,7 +146,7 @@ mod tests {
         let (kind, key, raw) = decode_event(&rec).expect("decodes");
         assert_eq!(kind, EventType::Deleted);
         assert_eq!(key, "/jobs/ns/a");
-        assert_eq!(&raw[..], b"{}");
+        assert_eq!(raw, b"{}");
         assert!(decode_event(&rec[..6]).is_none());
         assert!(decode_event(&[7, 0, 0, 0, 0]).is_none());
     }
@@ -180,7 +184,8 @@ mod tests {
         }
         assert!(unstamped(serde_json::json!({"metadata": 1})).is_err());
         assert!(unstamped(serde_json::json!([1])).is_err());
-        let (rv, raw) = decode_object(&encode_object(7, b"{}")).expect("decodes");
-        assert_eq!((rv, &raw[..]), (7, &b"{}"[..]));
+        let rec = encode_object(7, b"{}");
+        let (rv, raw) = decode_object(&rec).expect("decodes");
+        assert_eq!((rv, raw), (7, &b"{}"[..]));
     }
 }

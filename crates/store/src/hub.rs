@@ -34,7 +34,7 @@ struct History {
 /// What an event keeps alive: its object (the previous state is the object of an earlier
 /// event, or the current object of the index, so it is not counted again).
 fn weight(e: &WatchEvent) -> usize {
-    e.object.raw.len() + e.object.key.len()
+    e.object.packed_len() + e.object.key.len()
 }
 
 impl History {

@@ -13,11 +13,14 @@
 //!   request in one transaction with one fsync (group commit).
 //! - `index`: the in-memory map of current objects that serves get and list.
 //! - `hub`: the in-memory history window that serves watches, both replay and live.
+//! - `pack`: documents compressed against a dictionary of typical objects, the form the
+//!   index, the history and the disk keep (a fifth of the JSON's size for pods and Jobs).
 
 mod codec;
 mod engine;
 mod hub;
 mod index;
+mod pack;
 mod writer;
 
 use std::path::Path;
@@ -32,13 +35,53 @@ use crate::hub::Hub;
 use crate::index::Index;
 use crate::writer::{Msg, Op, WriteRequest};
 
-/// A stored object: its key, the revision of its last write, and its JSON bytes
-/// (with `metadata.resourceVersion` already set to `rv`).
+/// A stored object: its key, the revision of its last write, and its document, kept packed
+/// (`raw` gives the JSON, with `metadata.resourceVersion` set to `rv`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     pub key: String,
     pub rv: u64,
-    pub raw: Bytes,
+    body: Bytes,
+}
+
+impl Object {
+    /// The object's JSON bytes, stamped with its revision (unpacked on each call).
+    pub fn raw(&self) -> Bytes {
+        match pack::unpack(&self.body, self.rv) {
+            Ok(raw) => raw,
+            // Every body is packed by this crate or checked when read from disk.
+            Err(e) => {
+                tracing::error!(key = %self.key, error = %e, "unreadable stored object");
+                Bytes::from_static(b"{}")
+            }
+        }
+    }
+
+    /// The length of `raw()`, without unpacking.
+    pub fn raw_len(&self) -> usize {
+        pack::json_len(&self.body, self.rv)
+    }
+
+    /// An object holding `value` at revision `rv` (its resourceVersion is set to `rv`), as the
+    /// store would keep it; for code that builds objects without a store, such as tests.
+    pub fn from_json(key: String, rv: u64, value: serde_json::Value) -> Result<Object, StoreError> {
+        let pack::Packed(body) = pack::pack_value(value)?;
+        Ok(Object { key, rv, body })
+    }
+
+    pub(crate) fn from_parts(key: String, rv: u64, body: Bytes) -> Object {
+        Object { key, rv, body }
+    }
+
+    /// The packed document.
+    pub(crate) fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The bytes the object takes in memory (and, with its key and revision, on disk).
+    pub fn packed_len(&self) -> usize {
+        self.body.len()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,7 +325,7 @@ impl Store {
         key: String,
         value: serde_json::Value,
     ) -> Result<Arc<Object>, StoreError> {
-        let doc = codec::unstamped(value)?;
+        let doc = pack::pack_value(value)?;
         self.submit(Op::Create { key, doc }).await
     }
 
@@ -293,7 +336,7 @@ impl Store {
         value: serde_json::Value,
         expected_rv: Option<u64>,
     ) -> Result<Arc<Object>, StoreError> {
-        let doc = codec::unstamped(value)?;
+        let doc = pack::pack_value(value)?;
         self.submit(Op::Update {
             key,
             doc,

@@ -10,18 +10,18 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::codec;
 use crate::engine::{CommitBatch, Engine};
+use crate::pack::Packed;
 use crate::{EventType, Object, Shared, StoreError, WatchEvent};
 
 pub(crate) enum Op {
     Create {
         key: String,
-        doc: codec::Unstamped,
+        doc: Packed,
     },
     Update {
         key: String,
-        doc: codec::Unstamped,
+        doc: Packed,
         expected_rv: Option<u64>,
     },
     Delete {
@@ -233,8 +233,8 @@ impl Writer {
                 if current(overlay, &key).is_some() {
                     return Err(StoreError::AlreadyExists(key));
                 }
-                let raw = codec::stamp(&doc, rv);
-                (EventType::Added, Arc::new(Object { key, rv, raw }), None)
+                let body = doc.0;
+                (EventType::Added, Arc::new(Object { key, rv, body }), None)
             }
             Op::Update {
                 key,
@@ -245,10 +245,10 @@ impl Writer {
                     return Err(StoreError::NotFound(key));
                 };
                 check(&key, &cur, expected_rv)?;
-                let raw = codec::stamp(&doc, rv);
+                let body = doc.0;
                 (
                     EventType::Modified,
-                    Arc::new(Object { key, rv, raw }),
+                    Arc::new(Object { key, rv, body }),
                     Some(cur),
                 )
             }
@@ -257,10 +257,11 @@ impl Writer {
                     return Err(StoreError::NotFound(key));
                 };
                 check(&key, &cur, expected_rv)?;
-                let raw = codec::restamp(&cur.raw, rv)?;
+                // The last state, re-stamped with the deletion's revision when unpacked.
+                let body = cur.body.clone();
                 (
                     EventType::Deleted,
-                    Arc::new(Object { key, rv, raw }),
+                    Arc::new(Object { key, rv, body }),
                     Some(cur),
                 )
             }

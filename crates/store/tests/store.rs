@@ -47,7 +47,7 @@ async fn crud_with_preconditions() {
 
     let a = s.create(k.clone(), doc("a", 1)).await.expect("create");
     assert_eq!(a.rv, 1);
-    assert_eq!(rv_in_doc(&a.raw), "1");
+    assert_eq!(rv_in_doc(&a.raw()), "1");
     assert_eq!(s.get(&k).as_deref(), Some(&*a));
     assert!(matches!(
         s.create(k.clone(), doc("a", 2)).await,
@@ -84,8 +84,8 @@ async fn crud_with_preconditions() {
     ));
     let d = s.delete(k.clone(), Some(3)).await.expect("delete");
     assert_eq!(d.rv, 4);
-    assert_eq!(rv_in_doc(&d.raw), "4");
-    let body: serde_json::Value = serde_json::from_slice(&d.raw).expect("json");
+    assert_eq!(rv_in_doc(&d.raw()), "4");
+    let body: serde_json::Value = serde_json::from_slice(&d.raw()).expect("json");
     assert_eq!(
         body["spec"]["n"], 3,
         "deleted object carries its last state"
@@ -111,7 +111,7 @@ async fn crud_with_preconditions() {
         .create("/x/y".into(), json!({"kind": "X"}))
         .await
         .expect("create");
-    assert_eq!(rv_in_doc(&e.raw), "5");
+    assert_eq!(rv_in_doc(&e.raw()), "5");
     let st = s.stats();
     assert_eq!((st.revision, st.objects, st.writes), (5, 1, 5));
     assert_eq!(st.rejected, 5);
@@ -132,7 +132,7 @@ async fn revisions_are_monotonic_and_stamped() {
         }
         .expect("write");
         assert!(obj.rv > last, "revision {} after {}", obj.rv, last);
-        assert_eq!(rv_in_doc(&obj.raw), obj.rv.to_string());
+        assert_eq!(rv_in_doc(&obj.raw()), obj.rv.to_string());
         assert_eq!(s.revision(), obj.rv);
         last = obj.rv;
     }
@@ -228,7 +228,7 @@ async fn watch_replays_then_follows_live() {
     });
     let e = next_event(&mut w).await;
     assert_eq!((e.kind, e.object.rv), (EventType::Deleted, 4));
-    assert_eq!(rv_in_doc(&e.object.raw), "4");
+    assert_eq!(rv_in_doc(&e.object.raw()), "4");
     live.await.expect("join");
 
     // From the current revision: only later changes.
@@ -304,8 +304,19 @@ async fn watch_filters_by_prefix() {
 #[tokio::test]
 async fn history_in_memory_is_bounded_by_bytes_too() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let padding = "x".repeat(1000);
-    let big = |i: u64| json!({"metadata": {"name": "b"}, "spec": {"n": i, "pad": padding}});
+    // Stored documents are compressed: pad with digits that do not repeat.
+    let padding = |i: u64| {
+        let mut x = i
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..1000)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                char::from(b'0' + ((x >> 33) % 10) as u8)
+            })
+            .collect::<String>()
+    };
+    let big = |i: u64| json!({"metadata": {"name": "b"}, "spec": {"n": i, "pad": padding(i)}});
     let opts = StoreOptions {
         history_events: 1000,
         history_bytes: 10_000,
@@ -458,7 +469,7 @@ async fn restart_keeps_objects_revision_and_history() {
     assert_eq!(s.list("/jobs/", None, None).items.len(), 9);
     let j5 = s.get("/jobs/ns/j5").expect("j5 survives");
     assert_eq!(j5.rv, 26);
-    assert_eq!(rv_in_doc(&j5.raw), "26");
+    assert_eq!(rv_in_doc(&j5.raw()), "26");
     assert_eq!(s.stats().oldest_watchable, 11);
     assert!(matches!(
         s.watch("/", 10),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::{CommitBatch, Engine, Loaded, history_window};
-use crate::codec;
 use crate::{EventType, Object, StoreError, WatchEvent};
+use crate::{codec, pack};
 
 /// Directory of the database inside the store directory.
 const DB_DIR: &str = "fjall";
@@ -25,6 +25,19 @@ const MEMTABLE_BYTES: u64 = 8 << 20;
 /// hands every compaction request back to the queue for the others and spins re-reading it
 /// while they compact (~10% of the CPU under sustained writes).
 const WORKER_THREADS: usize = 1;
+/// Size of the tables compaction writes (fjall's default: 64 MiB). A table being written
+/// holds the last key of each of its blocks until it is finished, and each key shares the
+/// allocation of the input block it was read from: with ~1 object per 4 KiB block a 64 MiB
+/// table kept tens of MiB of input blocks alive while it was written.
+const TABLE_BYTES: u64 = 8 << 20;
+
+fn keyspace_options() -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default()
+        .max_memtable_size(MEMTABLE_BYTES)
+        .compaction_strategy(Arc::new(
+            fjall::compaction::Leveled::default().with_table_target_size(TABLE_BYTES),
+        ))
+}
 
 pub(crate) struct FjallEngine {
     db: Database,
@@ -55,19 +68,13 @@ impl FjallEngine {
             .open()
             .map_err(be("open database"))?;
         let objects = db
-            .keyspace("objects", || {
-                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
-            })
+            .keyspace("objects", keyspace_options)
             .map_err(be("open objects"))?;
         let log = db
-            .keyspace("log", || {
-                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
-            })
+            .keyspace("log", keyspace_options)
             .map_err(be("open log"))?;
         let meta = db
-            .keyspace("meta", || {
-                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
-            })
+            .keyspace("meta", keyspace_options)
             .map_err(be("open meta"))?;
 
         let read_meta = |name: &[u8]| -> Result<u64, StoreError> {
@@ -87,10 +94,11 @@ impl FjallEngine {
             let (k, v) = item.into_inner().map_err(be("scan objects"))?;
             let key = String::from_utf8(k.to_vec())
                 .map_err(|_| StoreError::Backend("corrupt object key".to_owned()))?;
-            let (rv, raw) = codec::decode_object(&v)
-                .ok_or_else(|| StoreError::Backend(format!("corrupt object record {key}")))?;
+            let corrupt = || StoreError::Backend(format!("corrupt object record {key}"));
+            let (rv, raw) = codec::decode_object(&v).ok_or_else(corrupt)?;
+            let body = pack::from_disk(raw).map_err(|_| corrupt())?;
             revision = revision.max(rv);
-            loaded_objects.push(Arc::new(Object { key, rv, raw }));
+            loaded_objects.push(Arc::new(Object::from_parts(key, rv, body)));
         }
 
         let mut events = Vec::new();
@@ -98,12 +106,13 @@ impl FjallEngine {
         for item in log.range(from..) {
             let (k, v) = item.into_inner().map_err(be("scan log"))?;
             let rv = u64_of(&k).ok_or_else(|| StoreError::Backend("corrupt log key".to_owned()))?;
-            let (kind, key, raw) = codec::decode_event(&v)
-                .ok_or_else(|| StoreError::Backend(format!("corrupt log record {rv}")))?;
+            let corrupt = || StoreError::Backend(format!("corrupt log record {rv}"));
+            let (kind, key, raw) = codec::decode_event(&v).ok_or_else(corrupt)?;
+            let body = pack::from_disk(raw).map_err(|_| corrupt())?;
             revision = revision.max(rv);
             events.push(WatchEvent {
                 kind,
-                object: Arc::new(Object { key, rv, raw }),
+                object: Arc::new(Object::from_parts(key, rv, body)),
                 prev: None,
             });
         }
@@ -166,7 +175,7 @@ impl Engine for FjallEngine {
                 EventType::Added | EventType::Modified => b.insert(
                     &self.objects,
                     obj.key.as_str(),
-                    codec::encode_object(obj.rv, &obj.raw),
+                    codec::encode_object(obj.rv, obj.body()),
                 ),
                 EventType::Deleted => b.remove(&self.objects, obj.key.as_str()),
             }
@@ -175,7 +184,7 @@ impl Engine for FjallEngine {
                 b.insert(
                     &self.log,
                     obj.rv.to_be_bytes(),
-                    codec::encode_event(ev.kind, &obj.key, &obj.raw),
+                    codec::encode_event(ev.kind, &obj.key, obj.body()),
                 );
             }
         }
@@ -192,5 +201,67 @@ impl Engine for FjallEngine {
 
     fn flush(&mut self) -> Result<(), StoreError> {
         self.db.persist(PersistMode::SyncAll).map_err(be("persist"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records written before documents were packed hold plain JSON: they still load, and
+    /// come out exactly as they went in.
+    #[test]
+    fn plain_json_records_of_earlier_versions_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pod = br#"{"kind":"Pod","metadata":{"name":"p","resourceVersion":"2"},"spec":{}}"#;
+        let job = br#"{"kind":"Job","metadata":{"name":"j","resourceVersion":"3"}}"#;
+        {
+            let db = Database::builder(dir.path().join(DB_DIR))
+                .open()
+                .expect("open");
+            let objects = db.keyspace("objects", keyspace_options).expect("objects");
+            let log = db.keyspace("log", keyspace_options).expect("log");
+            let meta = db.keyspace("meta", keyspace_options).expect("meta");
+            let mut b = db.batch().durability(Some(PersistMode::SyncAll));
+            b.insert(&objects, "/pods/d/p", codec::encode_object(2, pod));
+            b.insert(&objects, "/jobs/d/j", codec::encode_object(3, job));
+            let added = codec::encode_event(EventType::Added, "/pods/d/p", pod);
+            b.insert(&log, 2u64.to_be_bytes(), added);
+            let added = codec::encode_event(EventType::Added, "/jobs/d/j", job);
+            b.insert(&log, 3u64.to_be_bytes(), added);
+            b.insert(&meta, META_REVISION, 3u64.to_be_bytes());
+            b.insert(&meta, META_COMPACTED, 1u64.to_be_bytes());
+            b.commit().expect("commit");
+        }
+        let (_engine, loaded) = FjallEngine::open(dir.path(), 100, true).expect("opens");
+        assert_eq!(loaded.revision, 3);
+        let raws: Vec<_> = loaded.objects.iter().map(|o| o.raw()).collect();
+        assert_eq!(raws, [&job[..], &pod[..]]);
+        assert!(loaded.objects.iter().all(|o| pack::is_packed(o.body())));
+        let history: Vec<_> = loaded.history.iter().map(|e| e.object.raw()).collect();
+        assert_eq!(history, [&pod[..], &job[..]]);
+    }
+
+    #[test]
+    fn a_damaged_packed_record_is_refused_at_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let db = Database::builder(dir.path().join(DB_DIR))
+                .open()
+                .expect("open");
+            let objects = db.keyspace("objects", keyspace_options).expect("objects");
+            let mut b = db.batch().durability(Some(PersistMode::SyncAll));
+            b.insert(
+                &objects,
+                "/pods/d/p",
+                codec::encode_object(2, &[1, 9, 0, 0, 0]),
+            );
+            b.commit().expect("commit");
+        }
+        let err = FjallEngine::open(dir.path(), 100, true).err();
+        assert!(
+            matches!(&err, Some(StoreError::Backend(m)) if m.contains("/pods/d/p")),
+            "{err:?}"
+        );
     }
 }

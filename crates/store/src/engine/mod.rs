@@ -86,11 +86,11 @@ mod tests {
     fn ev(rv: u64) -> WatchEvent {
         WatchEvent {
             kind: EventType::Added,
-            object: Arc::new(Object {
-                key: format!("/k/{rv}"),
+            object: Arc::new(Object::from_parts(
+                format!("/k/{rv}"),
                 rv,
-                raw: bytes::Bytes::from_static(b"{}"),
-            }),
+                bytes::Bytes::from_static(b"{}"),
+            )),
             prev: None,
         }
     }
