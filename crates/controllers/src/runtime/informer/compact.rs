@@ -1,9 +1,19 @@
-//! Cached objects without spare capacity.
+//! Cached objects without spare capacity, and without the parts no controller reads.
 //!
 //! JSON gives serde no length for a list, so a decoded `Vec` grows by doubling from four
 //! elements: a pod's one container status (752 bytes typed) sits in room for four, its five
 //! conditions in room for eight. A cache keeps every object for its lifetime, so the lists of
 //! the kinds kept by the thousands (Pods, Jobs) are shrunk to fit on the way in.
+//!
+//! Like client-go's informer transforms, the caches also drop what the controllers of this
+//! crate never read, the bulk of a typed object (a `Container` is 2.3 KB before its strings):
+//! - a Pod's regular containers (`spec.containers` is cached empty), and of its init containers
+//!   only the name and restartPolicy (sidecars matter to the Job controller's back-off);
+//! - a finished Job's pod template containers and volumes (a Job that is Complete or Failed
+//!   never creates a pod again).
+//!
+//! Nothing writes a cached object back whole except through the status subresource, whose
+//! update takes no spec. Code that comes to read more of these kinds must widen this.
 
 use std::any::Any;
 
@@ -11,7 +21,7 @@ use kbatch_api::k8s_openapi::api::batch::v1::Job;
 use kbatch_api::k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// Shrinks the lists of `obj` if it is a kind kept in large numbers; others are left alone.
+/// Trims `obj` if it is a kind kept in large numbers; others are left alone.
 pub(crate) fn compact<K: Any>(obj: &mut K) {
     let obj: &mut dyn Any = obj;
     if let Some(pod) = obj.downcast_mut::<Pod>() {
@@ -59,9 +69,22 @@ fn pod_status_compact(s: &mut PodStatus) {
     fit(&mut s.pod_ips);
 }
 
+/// What the controllers read of an init container: whether it is a sidecar, and its name.
+fn init_container_trimmed(c: &mut Container) {
+    *c = Container {
+        name: std::mem::take(&mut c.name),
+        restart_policy: c.restart_policy.take(),
+        ..Container::default()
+    };
+}
+
 fn pod_compact(p: &mut Pod) {
     meta_compact(&mut p.metadata);
     if let Some(s) = p.spec.as_mut() {
+        s.containers = Vec::new();
+        if let Some(init) = s.init_containers.as_mut() {
+            init.iter_mut().for_each(init_container_trimmed);
+        }
         pod_spec_compact(s);
     }
     if let Some(s) = p.status.as_mut() {
@@ -71,7 +94,13 @@ fn pod_compact(p: &mut Pod) {
 
 fn job_compact(j: &mut Job) {
     meta_compact(&mut j.metadata);
+    let finished = crate::job::is_finished(j);
     if let Some(spec) = j.spec.as_mut() {
+        if finished && let Some(s) = spec.template.spec.as_mut() {
+            s.containers = Vec::new();
+            s.init_containers = None;
+            s.volumes = None;
+        }
         if let Some(m) = spec.template.metadata.as_mut() {
             meta_compact(m);
         }
@@ -97,39 +126,44 @@ mod tests {
         serde_json::from_str(&v.to_string()).expect("decodes")
     }
 
-    #[test]
-    fn decoded_lists_are_shrunk_and_unchanged() {
-        let pod: Pod = decode(json!({
-            "metadata": {"name": "p", "finalizers": ["a"], "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]},
-            "spec": {"containers": [{"name": "c", "command": ["/bin/true"]}]},
-            "status": {"conditions": [{"type": "A", "status": "True"}, {"type": "B", "status": "True"},
-                {"type": "C", "status": "True"}, {"type": "D", "status": "True"},
-                {"type": "E", "status": "True"}],
+    fn pod_json() -> serde_json::Value {
+        json!({
+            "metadata": {"name": "p", "finalizers": ["a"], "labels": {"job-name": "j"},
+                "annotations": {"batch.kubernetes.io/job-completion-index": "3"},
+                "ownerReferences": [
+                    {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]},
+            "spec": {"nodeName": "n", "restartPolicy": "Never",
+                "initContainers": [
+                    {"name": "setup", "image": "busybox", "command": ["sh", "-c", "true"]},
+                    {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "args": ["-x"]}],
+                "containers": [{"name": "c", "image": "busybox", "command": ["/bin/true"]}]},
+            "status": {"phase": "Running", "conditions": [{"type": "A", "status": "True"},
+                {"type": "B", "status": "True"}, {"type": "C", "status": "True"},
+                {"type": "D", "status": "True"}, {"type": "Ready", "status": "True"}],
                 "containerStatuses": [{"name": "c", "image": "", "imageID": "", "ready": false,
-                    "restartCount": 0}]}
-        }));
+                    "restartCount": 0, "state": {"terminated": {"exitCode": 3}}}]}
+        })
+    }
+
+    #[test]
+    fn decoded_lists_are_shrunk() {
+        let mut pod: Pod = decode(pod_json());
         let status = pod.status.as_ref().expect("status");
         let cap = |v: &Option<Vec<ContainerStatus>>| v.as_ref().map_or(0, Vec::capacity);
         // What the cache would otherwise hold.
         assert!(cap(&status.container_statuses) > 1);
-        let before = pod.clone();
-        let mut pod = pod;
         compact(&mut pod);
-        assert_eq!(pod, before);
         let status = pod.status.as_ref().expect("status");
         assert_eq!(cap(&status.container_statuses), 1);
         let conditions: &Vec<PodCondition> = status.conditions.as_ref().expect("conditions");
         assert_eq!(conditions.capacity(), 5);
         let meta = &pod.metadata;
         assert_eq!(meta.owner_references.as_ref().map(Vec::capacity), Some(1));
-        let command = &pod.spec.as_ref().expect("spec").containers[0].command;
-        assert_eq!(command.as_ref().map(Vec::capacity), Some(1));
 
         let mut job: Job = decode(json!({
             "metadata": {"name": "j", "finalizers": ["f"]},
             "spec": {"template": {"spec": {"containers": [{"name": "c", "args": ["x"]}]}}},
-            "status": {"conditions": [{"type": "Complete", "status": "True"}]}
+            "status": {"conditions": [{"type": "Complete", "status": "False"}]}
         }));
         let before = job.clone();
         compact(&mut job);
@@ -143,5 +177,60 @@ mod tests {
         let template = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
         let args = template.and_then(|s| s.containers[0].args.as_ref());
         assert_eq!(args.map(Vec::capacity), Some(1));
+    }
+
+    #[test]
+    fn pods_keep_all_but_their_containers_and_what_init_containers_are() {
+        let mut pod: Pod = decode(pod_json());
+        compact(&mut pod);
+        let mut want = pod_json();
+        want["apiVersion"] = json!("v1");
+        want["kind"] = json!("Pod");
+        want["spec"]["containers"] = json!([]);
+        want["spec"]["initContainers"] = json!([{"name": "setup"},
+            {"name": "proxy", "restartPolicy": "Always"}]);
+        assert_eq!(serde_json::to_value(&pod).expect("encodes"), want);
+    }
+
+    #[test]
+    fn only_finished_jobs_lose_their_template_containers() {
+        let job = |conditions: serde_json::Value| -> Job {
+            decode(json!({
+                "metadata": {"name": "j", "labels": {"a": "b"}},
+                "spec": {"completions": 2, "ttlSecondsAfterFinished": 5, "template": {
+                    "metadata": {"labels": {"a": "b"}},
+                    "spec": {"restartPolicy": "Never",
+                        "initContainers": [{"name": "i", "image": "x"}],
+                        "containers": [{"name": "c", "image": "busybox", "args": ["x"]}],
+                        "volumes": [{"name": "v", "emptyDir": {}}]}}},
+                "status": {"succeeded": 2, "conditions": conditions}
+            }))
+        };
+        for unfinished in [
+            json!([]),
+            json!([{"type": "SuccessCriteriaMet", "status": "True"}]),
+            json!([{"type": "Failed", "status": "False"}]),
+        ] {
+            let mut j = job(unfinished);
+            let before = j.clone();
+            compact(&mut j);
+            assert_eq!(j, before);
+        }
+        for finished in ["Complete", "Failed"] {
+            let conditions = json!([{"type": finished, "status": "True"}]);
+            let mut j = job(conditions.clone());
+            compact(&mut j);
+            let mut want = serde_json::to_value(job(conditions)).expect("encodes");
+            let spec = &mut want["spec"]["template"]["spec"];
+            spec["containers"] = json!([]);
+            let spec = spec.as_object_mut().expect("spec");
+            spec.remove("initContainers");
+            spec.remove("volumes");
+            assert_eq!(
+                serde_json::to_value(&j).expect("encodes"),
+                want,
+                "{finished}"
+            );
+        }
     }
 }
