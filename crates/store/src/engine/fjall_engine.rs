@@ -19,8 +19,10 @@ const CACHE_BYTES: u64 = 16 << 20;
 /// Journal bound (fjall's minimum): it caps what open() replays after a crash.
 const JOURNAL_BYTES: u64 = 64 << 20;
 /// Memtable size of the objects and log keyspaces. fjall's default (64 MiB each) let the
-/// memtables alone take a few hundred MiB of a busy server; smaller ones flush sooner.
-const MEMTABLE_BYTES: u64 = 8 << 20;
+/// memtables alone take a few hundred MiB of a busy server; smaller ones flush sooner. With
+/// packed documents 2 MiB holds thousands of writes, and sealed memtables waiting for their
+/// flush, plus the skiplist's own nodes, make several times that.
+const MEMTABLE_BYTES: u64 = 2 << 20;
 /// One background worker for flushes and compactions. With more, fjall 3.1's first worker
 /// hands every compaction request back to the queue for the others and spins re-reading it
 /// while they compact (~10% of the CPU under sustained writes).
