@@ -7,6 +7,7 @@
 //! a controller), so that a controller finds its dependents without scanning the namespace:
 //! with thousands of Jobs and pods a scan per sync would be quadratic.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -23,14 +24,74 @@ type ObjKey = (String, String);
 
 type Objects<K> = BTreeMap<ObjKey, Arc<K>>;
 
+/// Keys in order. Most controllers of a large cache control one object (a single-pod Job's
+/// pod, a CronJob's Job) and a one-key `BTreeSet` allocates a whole node of eleven.
+#[derive(Debug)]
+enum KeySet {
+    One(ObjKey),
+    Many(BTreeSet<ObjKey>),
+}
+
+impl KeySet {
+    fn insert(&mut self, key: ObjKey) {
+        match self {
+            KeySet::One(k) if *k == key => {}
+            KeySet::One(k) => {
+                let first = std::mem::take(k);
+                *self = KeySet::Many(BTreeSet::from([first, key]));
+            }
+            KeySet::Many(keys) => {
+                keys.insert(key);
+            }
+        }
+    }
+
+    /// Removes `key`; true when nothing is left.
+    fn remove(&mut self, key: &ObjKey) -> bool {
+        match self {
+            KeySet::One(k) => k == key,
+            KeySet::Many(keys) => {
+                keys.remove(key);
+                keys.is_empty()
+            }
+        }
+    }
+}
+
+enum KeySetIter<'a> {
+    One(std::iter::Once<&'a ObjKey>),
+    Many(std::collections::btree_set::Iter<'a, ObjKey>),
+}
+
+impl<'a> Iterator for KeySetIter<'a> {
+    type Item = &'a ObjKey;
+    fn next(&mut self) -> Option<&'a ObjKey> {
+        match self {
+            KeySetIter::One(it) => it.next(),
+            KeySetIter::Many(it) => it.next(),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a KeySet {
+    type Item = &'a ObjKey;
+    type IntoIter = KeySetIter<'a>;
+    fn into_iter(self) -> KeySetIter<'a> {
+        match self {
+            KeySet::One(k) => KeySetIter::One(std::iter::once(k)),
+            KeySet::Many(keys) => KeySetIter::Many(keys.iter()),
+        }
+    }
+}
+
 /// The objects and the controller index over them.
 struct Indexed<K> {
     objects: Objects<K>,
     /// Controller UID -> keys of the objects it controls.
-    by_controller: HashMap<String, BTreeSet<ObjKey>>,
+    by_controller: HashMap<String, KeySet>,
     /// (namespace, controller name) -> keys of the objects whose controller has that name
     /// (the CronJob controller matches its Jobs by name, whatever the UID).
-    by_controller_name: HashMap<ObjKey, BTreeSet<ObjKey>>,
+    by_controller_name: HashMap<ObjKey, KeySet>,
     /// Keys of the objects that have no controller.
     orphans: BTreeSet<ObjKey>,
 }
@@ -45,16 +106,20 @@ fn controller_of<K: Resource>(obj: &K) -> Option<(&str, &str)> {
         .map(|r| (r.uid.as_str(), r.name.as_str()))
 }
 
-fn remove_from<Q: std::hash::Hash + Eq>(
-    index: &mut HashMap<Q, BTreeSet<ObjKey>>,
-    at: &Q,
-    key: &ObjKey,
-) {
-    if let Some(keys) = index.get_mut(at) {
-        keys.remove(key);
-        if keys.is_empty() {
-            index.remove(at);
+fn add_to<Q: std::hash::Hash + Eq>(index: &mut HashMap<Q, KeySet>, at: Q, key: &ObjKey) {
+    match index.entry(at) {
+        Entry::Occupied(mut keys) => keys.get_mut().insert(key.clone()),
+        Entry::Vacant(slot) => {
+            slot.insert(KeySet::One(key.clone()));
         }
+    }
+}
+
+fn remove_from<Q: std::hash::Hash + Eq>(index: &mut HashMap<Q, KeySet>, at: &Q, key: &ObjKey) {
+    if let Some(keys) = index.get_mut(at)
+        && keys.remove(key)
+    {
+        index.remove(at);
     }
 }
 
@@ -80,14 +145,12 @@ impl<K: Resource> Indexed<K> {
     fn index(&mut self, key: &ObjKey, obj: &K) {
         match controller_of(obj) {
             Some((uid, name)) => {
-                self.by_controller
-                    .entry(uid.to_string())
-                    .or_default()
-                    .insert(key.clone());
-                self.by_controller_name
-                    .entry((key.0.clone(), name.to_string()))
-                    .or_default()
-                    .insert(key.clone());
+                add_to(&mut self.by_controller, uid.to_string(), key);
+                add_to(
+                    &mut self.by_controller_name,
+                    (key.0.clone(), name.to_string()),
+                    key,
+                );
             }
             None => {
                 self.orphans.insert(key.clone());
@@ -431,6 +494,26 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::ObjectMeta;
     use kube::core::Expression;
+
+    #[test]
+    fn key_sets_stay_ordered_from_one_key_to_many_and_back() {
+        let k = |n: &str| ("ns".to_string(), n.to_string());
+        let keys = |set: &KeySet| set.into_iter().map(|k| k.1.clone()).collect::<Vec<_>>();
+        let mut set = KeySet::One(k("b"));
+        set.insert(k("b"));
+        assert!(matches!(set, KeySet::One(_)));
+        set.insert(k("c"));
+        set.insert(k("a"));
+        assert_eq!(keys(&set), ["a", "b", "c"]);
+        assert!(!set.remove(&k("b")));
+        assert!(!set.remove(&k("x")));
+        assert_eq!(keys(&set), ["a", "c"]);
+        assert!(!set.remove(&k("a")));
+        assert!(set.remove(&k("c")));
+        let mut one = KeySet::One(k("a"));
+        assert!(!one.remove(&k("b")));
+        assert!(one.remove(&k("a")));
+    }
 
     fn pod(ns: &str, name: &str, rv: &str, labels: &[(&str, &str)]) -> Pod {
         Pod {
