@@ -9,8 +9,8 @@
 //! crate never read, the bulk of a typed object (a `Container` is 2.3 KB before its strings):
 //! - a Pod's regular containers (`spec.containers` is cached empty), and of its init containers
 //!   only the name and restartPolicy (sidecars matter to the Job controller's back-off);
-//! - a finished Job's pod template containers and volumes (a Job that is Complete or Failed
-//!   never creates a pod again).
+//! - a finished Job's pod template metadata, containers and volumes (a Job that is Complete
+//!   or Failed never creates a pod again).
 //!
 //! Nothing writes a cached object back whole except through the status subresource, whose
 //! update takes no spec. Code that comes to read more of these kinds must widen this.
@@ -96,10 +96,13 @@ fn job_compact(j: &mut Job) {
     meta_compact(&mut j.metadata);
     let finished = crate::job::is_finished(j);
     if let Some(spec) = j.spec.as_mut() {
-        if finished && let Some(s) = spec.template.spec.as_mut() {
-            s.containers = Vec::new();
-            s.init_containers = None;
-            s.volumes = None;
+        if finished {
+            spec.template.metadata = None;
+            if let Some(s) = spec.template.spec.as_mut() {
+                s.containers = Vec::new();
+                s.init_containers = None;
+                s.volumes = None;
+            }
         }
         if let Some(m) = spec.template.metadata.as_mut() {
             meta_compact(m);
@@ -221,6 +224,9 @@ mod tests {
             let mut j = job(conditions.clone());
             compact(&mut j);
             let mut want = serde_json::to_value(job(conditions)).expect("encodes");
+            if let Some(template) = want["spec"]["template"].as_object_mut() {
+                template.remove("metadata");
+            }
             let spec = &mut want["spec"]["template"]["spec"];
             spec["containers"] = json!([]);
             let spec = spec.as_object_mut().expect("spec");
