@@ -20,19 +20,72 @@ use crate::handlers::{self, DeleteOptions, Propagation};
 use crate::request::Target;
 use crate::resources::{self, Kind, Resource};
 
+/// Storage keys and uids, each held once and shared by the maps that refer to it: the graph
+/// has a node for every stored object.
+type Shared = Arc<str>;
+
 #[derive(Debug, Clone)]
 struct OwnerRef {
-    uid: String,
+    uid: Shared,
     block: bool,
 }
 
+/// An object as the collector sees it. Its namespace is the one in its key.
 #[derive(Debug, Clone)]
 struct Node {
-    uid: String,
-    namespace: String,
+    uid: Shared,
     owners: Vec<OwnerRef>,
     deleting: bool,
     finalizers: Vec<String>,
+}
+
+/// The keys of an owner's dependents: most owners have one (a single-pod Job's pod, a
+/// CronJob's Job), and a one-key set allocates a table of four.
+#[derive(Debug)]
+enum Dependents {
+    One(Shared),
+    Many(HashSet<Shared>),
+}
+
+impl Dependents {
+    fn insert(&mut self, key: Shared) {
+        match self {
+            Dependents::One(k) if *k == key => {}
+            Dependents::One(k) => {
+                let first = Arc::clone(k);
+                *self = Dependents::Many(HashSet::from([first, key]));
+            }
+            Dependents::Many(keys) => {
+                keys.insert(key);
+            }
+        }
+    }
+
+    /// Removes `key`; true when nothing is left.
+    fn remove(&mut self, key: &str) -> bool {
+        match self {
+            Dependents::One(k) => &**k == key,
+            Dependents::Many(keys) => {
+                keys.remove(key);
+                keys.is_empty()
+            }
+        }
+    }
+
+    fn keys(&self) -> Vec<String> {
+        match self {
+            Dependents::One(k) => vec![k.to_string()],
+            Dependents::Many(keys) => keys.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+}
+
+/// The namespace in a storage key ("" for cluster-scoped kinds and unknown keys).
+fn namespace_of(key: &str) -> &str {
+    if !resource_of(key).is_some_and(|r| r.namespaced) {
+        return "";
+    }
+    key.trim_start_matches('/').split('/').nth(1).unwrap_or("")
 }
 
 /// What the collector reads of a stored object. Decoding only this skips the rest of the
@@ -47,7 +100,6 @@ struct GcDoc {
 #[serde(rename_all = "camelCase")]
 struct GcMeta {
     uid: Option<String>,
-    namespace: Option<String>,
     owner_references: Option<Vec<GcOwnerRef>>,
     deletion_timestamp: Option<IgnoredAny>,
     finalizers: Option<Vec<Option<String>>>,
@@ -62,9 +114,9 @@ struct GcOwnerRef {
 
 #[derive(Default)]
 struct Graph {
-    nodes: HashMap<String, Node>,
-    by_uid: HashMap<String, String>,
-    dependents: HashMap<String, HashSet<String>>,
+    nodes: HashMap<Shared, Node>,
+    by_uid: HashMap<Shared, Shared>,
+    dependents: HashMap<Shared, Dependents>,
 }
 
 impl Graph {
@@ -73,32 +125,43 @@ impl Graph {
         let Ok(doc) = serde_json::from_slice::<GcDoc>(raw) else {
             return false;
         };
-        self.remove(key);
+        let key: Shared = match self.remove_entry(key) {
+            Some((k, _)) => k,
+            None => Arc::from(key),
+        };
         let meta = doc.metadata;
-        let uid = meta.uid.unwrap_or_default();
+        let uid: Shared = Arc::from(meta.uid.unwrap_or_default());
         let owners: Vec<OwnerRef> = meta
             .owner_references
             .unwrap_or_default()
             .into_iter()
             .filter_map(|r| {
+                let uid = r.uid?;
+                // The owner's own uid, when it is known, rather than another copy.
+                let uid = match self.by_uid.get_key_value(uid.as_str()) {
+                    Some((known, _)) => Arc::clone(known),
+                    None => Arc::from(uid),
+                };
                 Some(OwnerRef {
-                    uid: r.uid?,
+                    uid,
                     block: r.block_owner_deletion.unwrap_or(false),
                 })
             })
             .collect();
         for o in &owners {
-            self.dependents
-                .entry(o.uid.clone())
-                .or_default()
-                .insert(key.to_string());
+            match self.dependents.get_mut(&o.uid) {
+                Some(deps) => deps.insert(Arc::clone(&key)),
+                None => {
+                    let deps = Dependents::One(Arc::clone(&key));
+                    self.dependents.insert(Arc::clone(&o.uid), deps);
+                }
+            }
         }
         if !uid.is_empty() {
-            self.by_uid.insert(uid.clone(), key.to_string());
+            self.by_uid.insert(Arc::clone(&uid), Arc::clone(&key));
         }
         let node = Node {
             uid,
-            namespace: meta.namespace.unwrap_or_default(),
             owners,
             deleting: meta.deletion_timestamp.is_some(),
             finalizers: meta
@@ -108,40 +171,49 @@ impl Graph {
                 .flatten()
                 .collect(),
         };
-        self.nodes.insert(key.to_string(), node);
+        self.nodes.insert(key, node);
         true
     }
 
     fn remove(&mut self, key: &str) -> Option<Node> {
-        let node = self.nodes.remove(key)?;
-        if self.by_uid.get(&node.uid).is_some_and(|k| k == key) {
+        self.remove_entry(key).map(|(_, node)| node)
+    }
+
+    fn remove_entry(&mut self, key: &str) -> Option<(Shared, Node)> {
+        let (key, node) = self.nodes.remove_entry(key)?;
+        if self.by_uid.get(&node.uid).is_some_and(|k| *k == key) {
             self.by_uid.remove(&node.uid);
         }
         for o in &node.owners {
-            if let Some(set) = self.dependents.get_mut(&o.uid) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.dependents.remove(&o.uid);
-                }
+            if let Some(deps) = self.dependents.get_mut(&o.uid)
+                && deps.remove(&key)
+            {
+                self.dependents.remove(&o.uid);
             }
         }
-        Some(node)
+        Some((key, node))
     }
 
     fn dependents_of(&self, uid: &str) -> Vec<String> {
         self.dependents
             .get(uid)
-            .map(|s| s.iter().cloned().collect())
+            .map(Dependents::keys)
             .unwrap_or_default()
     }
 
-    /// An owner reference is live when an object with that uid exists in the dependent's
-    /// namespace (or is cluster-scoped): references never cross namespaces.
-    fn owner_live(&self, dependent: &Node, owner_uid: &str) -> bool {
-        self.by_uid
-            .get(owner_uid)
-            .and_then(|k| self.nodes.get(k))
-            .is_some_and(|o| o.namespace.is_empty() || o.namespace == dependent.namespace)
+    /// The key of the object with `uid`.
+    fn key_of(&self, uid: &str) -> Option<String> {
+        self.by_uid.get(uid).map(|k| k.to_string())
+    }
+
+    /// An owner reference of the object at `dependent` is live when an object with that uid
+    /// exists in the dependent's namespace (or is cluster-scoped): references never cross
+    /// namespaces.
+    fn owner_live(&self, dependent: &str, owner_uid: &str) -> bool {
+        self.by_uid.get(owner_uid).is_some_and(|owner| {
+            let ns = namespace_of(owner);
+            ns.is_empty() || ns == namespace_of(dependent)
+        })
     }
 }
 
@@ -183,7 +255,7 @@ pub async fn run(st: Arc<ServerState>) {
             // An object that is not JSON is left out, as it would be skipped on change.
             graph.upsert(&o.key, &o.raw());
         }
-        let keys: Vec<String> = graph.nodes.keys().cloned().collect();
+        let keys: Vec<String> = graph.nodes.keys().map(|k| k.to_string()).collect();
         for k in keys {
             attend(&st, &graph, &k).await;
         }
@@ -219,23 +291,19 @@ async fn on_event(st: &ServerState, graph: &mut Graph, kind: EventType, o: &Obje
         EventType::Deleted => {
             if let Some(node) = graph.remove(&o.key) {
                 touched.extend(graph.dependents_of(&node.uid));
-                touched.extend(
-                    node.owners
-                        .iter()
-                        .filter_map(|r| graph.by_uid.get(&r.uid).cloned()),
-                );
+                touched.extend(node.owners.iter().filter_map(|r| graph.key_of(&r.uid)));
                 if resource_of(&o.key).is_some_and(|r| r.kind != Kind::Namespace && r.namespaced) {
                     // A terminating namespace may now be empty.
-                    let ns_key = resources::by_kind(Kind::Namespace).key("", &node.namespace);
+                    let ns_key = resources::by_kind(Kind::Namespace).key("", namespace_of(&o.key));
                     touched.push(ns_key);
                 }
             }
         }
         EventType::Added | EventType::Modified => {
-            let old_owners: Vec<String> = graph
+            let old_owners: Vec<Shared> = graph
                 .nodes
-                .get(&o.key)
-                .map(|n| n.owners.iter().map(|r| r.uid.clone()).collect())
+                .get(o.key.as_str())
+                .map(|n| n.owners.iter().map(|r| Arc::clone(&r.uid)).collect())
                 .unwrap_or_default();
             if !graph.upsert(&o.key, &o.raw()) {
                 return;
@@ -243,13 +311,11 @@ async fn on_event(st: &ServerState, graph: &mut Graph, kind: EventType, o: &Obje
             touched.push(o.key.clone());
             let new_owners = graph
                 .nodes
-                .get(&o.key)
+                .get(o.key.as_str())
                 .map(|n| n.owners.clone())
                 .unwrap_or_default();
             for uid in old_owners.iter().chain(new_owners.iter().map(|r| &r.uid)) {
-                if let Some(k) = graph.by_uid.get(uid) {
-                    touched.push(k.clone());
-                }
+                touched.extend(graph.key_of(uid));
             }
         }
     }
@@ -284,7 +350,7 @@ async fn attend(st: &ServerState, graph: &Graph, key: &str) {
             let deps = graph.dependents_of(&node.uid);
             let mut blocking = false;
             for dep in &deps {
-                let Some(d) = graph.nodes.get(dep) else {
+                let Some(d) = graph.nodes.get(dep.as_str()) else {
                     continue;
                 };
                 if d.owners.iter().any(|r| r.uid == node.uid && r.block) {
@@ -304,7 +370,7 @@ async fn attend(st: &ServerState, graph: &Graph, key: &str) {
         return;
     }
     // A dependent all of whose owners are gone is deleted, honouring its own GC finalizers.
-    if !node.owners.is_empty() && node.owners.iter().all(|r| !graph.owner_live(node, &r.uid)) {
+    if !node.owners.is_empty() && node.owners.iter().all(|r| !graph.owner_live(key, &r.uid)) {
         delete(st, key, dependent_policy(graph, node)).await;
     }
 }
@@ -345,7 +411,7 @@ async fn finish_namespace(st: &ServerState, graph: &Graph, key: &str) {
     };
     let mut remaining = false;
     for (k, n) in &graph.nodes {
-        if n.namespace == name && resource_of(k).is_some_and(|r| r.namespaced) {
+        if namespace_of(k) == name && resource_of(k).is_some_and(|r| r.namespaced) {
             remaining = true;
             if !n.deleting {
                 delete(st, k, Propagation::Background).await;
@@ -470,17 +536,33 @@ mod tests {
             &serde_json::to_vec(&json!({"metadata": {"uid": "Q", "namespace": "b", "ownerReferences": [{"uid": "J"}]}})).expect("JSON"),
         );
         assert_eq!(g.dependents_of("J").len(), 2);
-        let p = g.nodes.get("/pods/a/p").unwrap().clone();
-        let q = g.nodes.get("/pods/b/q").unwrap().clone();
-        assert!(g.owner_live(&p, "J"));
+        assert!(g.owner_live("/pods/a/p", "J"));
         assert!(
-            !g.owner_live(&q, "J"),
+            !g.owner_live("/pods/b/q", "J"),
             "owner references do not cross namespaces"
         );
+        // A cluster-scoped owner is live for dependents in any namespace.
+        g.upsert(
+            "/nodes/n1",
+            &serde_json::to_vec(&json!({"metadata": {"uid": "N"}})).expect("JSON"),
+        );
+        assert!(g.owner_live("/pods/b/q", "N"));
         g.remove("/jobs.batch/a/pi");
-        assert!(!g.owner_live(&p, "J"));
+        assert!(!g.owner_live("/pods/a/p", "J"));
         g.remove("/pods/a/p");
         assert_eq!(g.dependents_of("J"), vec!["/pods/b/q".to_string()]);
+        // An update replaces the node's owners; the last dependent gone leaves no entry.
+        g.upsert(
+            "/pods/b/q",
+            &serde_json::to_vec(&json!({"metadata": {"uid": "Q", "namespace": "b", "ownerReferences": [{"uid": "N"}]}})).expect("JSON"),
+        );
+        assert!(g.dependents_of("J").is_empty());
+        assert!(!g.dependents.contains_key("J"));
+        assert_eq!(g.dependents_of("N"), vec!["/pods/b/q".to_string()]);
+        assert_eq!(g.key_of("Q").as_deref(), Some("/pods/b/q"));
+        assert_eq!(namespace_of("/pods/b/q"), "b");
+        assert_eq!(namespace_of("/nodes/n1"), "");
+        assert_eq!(namespace_of("/namespaces/b"), "");
     }
 
     #[test]
