@@ -14,7 +14,7 @@
 //! - `index`: the in-memory map of current objects that serves get and list.
 //! - `hub`: the in-memory history window that serves watches, both replay and live.
 //! - `pack`: documents compressed against a dictionary of typical objects, the form the
-//!   index, the history and the disk keep (a fifth of the JSON's size for pods and Jobs).
+//!   index, the history and the disk keep (a sixth of the JSON or less for pods and Jobs).
 
 mod codec;
 mod engine;

@@ -3,9 +3,9 @@
 //! A document is kept as LZ4 of its JSON without the revision (`metadata.resourceVersion` is
 //! an empty string whose place is noted), compressed against a dictionary of typical objects
 //! (an Event, a CronJob, a Job and a Pod as kbatch writes them, managedFields included). Kinds
-//! repeat their field names and managedFields so much that a pod's 4 KB become ~700 bytes and
-//! a Job's 2.9 KB ~330, at ~2 µs to pack (on the writing caller's task, not the writer
-//! thread) and ~0.4 µs to unpack. The revision is spliced back in on unpacking, so a deletion
+//! repeat their field names and managedFields so much that a pod's 3.9 KB become ~550 bytes
+//! and a Job's 2.9 KB ~470 (`cargo bench -p kbatch-store --bench pack`), at ~2 µs to pack (on
+//! the writing caller's task, not the writer thread) and ~0.4 µs to unpack. The revision is spliced back in on unpacking, so a deletion
 //! re-stamps the last state without touching its bytes.
 //!
 //! Layout: a format byte (`1`: LZ4 block with dictionary 1), the unstamped JSON length and
