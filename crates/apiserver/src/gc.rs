@@ -411,7 +411,8 @@ async fn finish_namespace(st: &ServerState, graph: &Graph, key: &str) {
     };
     let mut remaining = false;
     for (k, n) in &graph.nodes {
-        if namespace_of(k) == name && resource_of(k).is_some_and(|r| r.namespaced) {
+        // Cluster-scoped objects have no namespace in their key.
+        if namespace_of(k) == name {
             remaining = true;
             if !n.deleting {
                 delete(st, k, Propagation::Background).await;

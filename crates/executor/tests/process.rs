@@ -481,11 +481,7 @@ async fn sidecars_run_beside_the_containers_and_stop_after_them() {
     .await;
     let running = c
         .wait_pod("side", 10, "main running beside the sidecar", |p| {
-            phase_of(p) == "Running"
-                && p.status
-                    .as_ref()
-                    .and_then(|s| s.container_statuses.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.name == "main" && c.ready))
+            phase_of(p) == "Running" && is_ready(p, "main")
         })
         .await;
     let proxy = init_status_of(&running, "proxy");

@@ -233,11 +233,7 @@ async fn a_simulated_sidecar_runs_until_the_main_container_ends() {
     c.create(pod).await;
     let running = c
         .wait_pod("side", 5, "main running", |p| {
-            phase_of(p) == "Running"
-                && p.status
-                    .as_ref()
-                    .and_then(|s| s.container_statuses.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.ready))
+            phase_of(p) == "Running" && is_ready(p, "main")
         })
         .await;
     assert!(init_status_of(&running, "proxy").ready);

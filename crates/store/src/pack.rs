@@ -40,7 +40,7 @@ pub(crate) fn from_disk(raw: &[u8]) -> Result<Bytes, StoreError> {
     }
     let value: serde_json::Value =
         serde_json::from_slice(raw).map_err(|_| StoreError::BadObject)?;
-    pack(&crate::codec::unstamped(value)?)
+    Ok(pack_value(value)?.0)
 }
 
 /// Runs `f` with this thread's reusable buffer: the compressor's output and the decompressed
@@ -122,16 +122,8 @@ pub(crate) fn unpack(packed: &[u8], rv: u64) -> Result<Bytes, StoreError> {
 
 /// The length of the JSON `unpack(packed, rv)` gives, without unpacking (0 if corrupt).
 pub(crate) fn json_len(packed: &[u8], rv: u64) -> usize {
-    header(packed).map_or(0, |(len, _, _)| len + digits(rv))
-}
-
-fn digits(mut n: u64) -> usize {
-    let mut d = 1;
-    while n >= 10 {
-        n /= 10;
-        d += 1;
-    }
-    d
+    let digits = rv.checked_ilog10().map_or(1, |d| d as usize + 1);
+    header(packed).map_or(0, |(len, _, _)| len + digits)
 }
 
 #[cfg(test)]

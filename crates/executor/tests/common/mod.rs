@@ -261,6 +261,14 @@ pub fn phase_of(p: &Pod) -> &str {
         .unwrap_or("")
 }
 
+/// Whether `container` has a status saying it is ready (false while it has none).
+pub fn is_ready(p: &Pod, container: &str) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.name == container && c.ready))
+}
+
 pub fn status_of<'a>(p: &'a Pod, container: &str) -> &'a ContainerStatus {
     p.status
         .as_ref()
