@@ -29,6 +29,7 @@ use super::{
     FailedPodActions, JobEvent, Plan, PodDeletion, SyncContext, indexed_completions, is_finished,
     managed_elsewhere, pods, slow_start_batches, sync_refs, tracking,
 };
+use crate::runtime::consistency::{ConsistencyStore, GroupResource};
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingExpectations};
 use crate::runtime::informer::{Change, InformerFactory, Lister};
@@ -43,6 +44,18 @@ pub const MAX_JOB_API_BACKOFF: Duration = Duration::from_secs(60);
 pub const COMPONENT: &str = "job-controller";
 /// How many finalizer patches one sync sends at once.
 const PARALLEL_PATCHES: usize = 64;
+/// The caches the controller waits on before syncing a Job again after writing for it.
+pub const JOBS: GroupResource = GroupResource {
+    group: "batch",
+    resource: "jobs",
+};
+pub const PODS: GroupResource = GroupResource {
+    group: "",
+    resource: "pods",
+};
+/// A sync deferred for a stale cache is retried when the cache's event for the write queues
+/// the Job again; this later look is only a safety net.
+const STALE_SYNC_RECHECK: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug)]
 pub struct JobControllerConfig {
@@ -98,6 +111,8 @@ struct Inner {
     orphan_queue: WorkQueue<String>,
     expectations: ControllerExpectations,
     finalizer_expectations: UidTrackingExpectations,
+    /// The writes of each Job's last sync, which its next sync waits to see in the caches.
+    consistency: ConsistencyStore,
     backoff: Mutex<HashMap<String, BackoffRecord>>,
     recorder: EventRecorder,
 }
@@ -124,6 +139,10 @@ pub async fn run(
         orphan_queue: WorkQueue::new("job_orphan_pod", rate_limiter()),
         expectations: ControllerExpectations::new(),
         finalizer_expectations: UidTrackingExpectations::new(),
+        consistency: ConsistencyStore::new(vec![
+            (JOBS, Box::new(job_informer.lister())),
+            (PODS, Box::new(pod_informer.lister())),
+        ]),
         backoff: Mutex::new(HashMap::new()),
         recorder,
     });
@@ -296,6 +315,8 @@ impl Inner {
                 self.requeue_for_changed_deadline(&old, &new);
             }
             Change::Deleted(job) => {
+                self.consistency
+                    .clear(&object_key(&*job), job.metadata.uid.as_deref());
                 self.enqueue_now(&job);
                 self.enqueue_orphans_of(&job);
             }
@@ -486,6 +507,14 @@ impl Inner {
     // ----- workers -----
 
     async fn process(&self, key: &str) {
+        // Upstream's StaleControllerConsistencyJob: a cache that has not seen the last sync's
+        // writes would make this sync decide on an old state.
+        if let Err(stale) = self.consistency.ensure_ready(key) {
+            debug!(job = %key, reason = %stale, "job sync deferred: the cache has not seen the last writes");
+            m::STALE_SYNC_SKIPS_TOTAL.inc(&[stale.resource.group, stale.resource.resource]);
+            self.queue.add_after(key.to_string(), STALE_SYNC_RECHECK);
+            return;
+        }
         let started = Instant::now();
         let job = split_key(key)
             .ok()
@@ -513,6 +542,7 @@ impl Inner {
         let (ns, name) = split_key(key).map_err(|e| (e.into(), action))?;
         let Some(job) = self.jobs.get(ns, name) else {
             debug!(job = %key, "job is gone");
+            self.consistency.clear(key, None);
             self.expectations.delete_expectations(key);
             self.finalizer_expectations.delete_expectations(key);
             self.set_backoff_record(key, BackoffRecord::default());
@@ -585,7 +615,7 @@ impl Inner {
         let removed = if plan.finalizers_to_remove.is_empty() {
             BTreeSet::new()
         } else {
-            self.remove_finalizers(key, &plan, &mut errors).await
+            self.remove_finalizers(key, &job, &plan, &mut errors).await
         };
         if let Some((status, events)) = plan.status_after_finalizers(&removed) {
             self.write_status(&current, status)
@@ -604,6 +634,14 @@ impl Inner {
         } else {
             Err((SyncError::Partial(errors.join("; ")), action))
         }
+    }
+
+    /// Records a write made for `job`, which its next sync waits to see in the cache of
+    /// `resource`.
+    fn wrote(&self, job: &Job, resource: GroupResource, resource_version: Option<&str>) {
+        let uid = job.metadata.uid.as_deref().unwrap_or_default();
+        self.consistency
+            .wrote_at(&object_key(job), uid, resource, resource_version);
     }
 
     fn emit(&self, job: &Job, events: &[JobEvent]) {
@@ -627,6 +665,7 @@ impl Inner {
         let pp = PostParams::default();
         let written =
             writes::replace_status_lean(&self.jobs_api(&ns), &name, &pp, &updated).await?;
+        self.wrote(job, JOBS, written.metadata.resource_version.as_deref());
         record_finish_metrics(job, old.as_ref(), written.status.as_ref());
         Ok(Arc::new(written))
     }
@@ -657,7 +696,10 @@ impl Inner {
             .await;
             for (d, r) in plan.pods_to_delete.iter().zip(results) {
                 match r {
-                    Ok(()) => self.event(job, JobEvent::pod_deleted(&d.pod.name)),
+                    Ok(patched_rv) => {
+                        self.wrote(job, PODS, patched_rv.as_deref());
+                        self.event(job, JobEvent::pod_deleted(&d.pod.name));
+                    }
                     Err(e) => {
                         if d.expected() {
                             self.expectations.deletion_observed(key);
@@ -692,8 +734,10 @@ impl Inner {
                     join_all(chunk.iter().map(|p| writes::create_named(&api, &pp, p))).await;
                 for r in results {
                     match r {
-                        Ok(name) => {
+                        Ok(created) => {
                             m::JOB_PODS_CREATION_TOTAL.inc(&[reason, "succeeded"]);
+                            self.wrote(job, PODS, created.resource_version.as_deref());
+                            let name = created.name.unwrap_or_default();
                             self.event(job, JobEvent::pod_created(&name));
                         }
                         Err(e) if is_namespace_terminating(&e) => {
@@ -716,18 +760,25 @@ impl Inner {
         failed
     }
 
-    async fn delete_pod_for(&self, api: &Api<Pod>, d: &PodDeletion) -> Result<(), kube::Error> {
+    /// Deletes a pod of the plan, first removing its tracking finalizer when the plan says so;
+    /// returns the resourceVersion that patch wrote.
+    async fn delete_pod_for(
+        &self,
+        api: &Api<Pod>,
+        d: &PodDeletion,
+    ) -> Result<Option<String>, kube::Error> {
+        let mut patched_rv = None;
         if d.remove_finalizer_first() {
-            match api
-                .patch(
-                    &d.pod.name,
-                    &PatchParams::default(),
-                    &remove_finalizer_patch(),
-                )
-                .await
+            match writes::patch_named(
+                api,
+                &d.pod.name,
+                &PatchParams::default(),
+                &remove_finalizer_patch(),
+            )
+            .await
             {
-                Ok(_) => {}
-                Err(e) if is_not_found(&e) => return Ok(()),
+                Ok(w) => patched_rv = w.resource_version,
+                Err(e) if is_not_found(&e) => return Ok(None),
                 Err(e) => return Err(e),
             }
         }
@@ -739,8 +790,8 @@ impl Inner {
             ..DeleteParams::default()
         };
         match api.delete(&d.pod.name, &dp).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
+            Ok(_) => Ok(patched_rv),
+            Err(e) if is_not_found(&e) => Ok(patched_rv),
             Err(e) => Err(e),
         }
     }
@@ -749,6 +800,7 @@ impl Inner {
     async fn remove_finalizers(
         &self,
         key: &str,
+        job: &Job,
         plan: &Plan,
         errors: &mut Vec<String>,
     ) -> BTreeSet<String> {
@@ -771,23 +823,25 @@ impl Inner {
             .map(|p| {
                 let (api, patch, pp) = (&api, &patch, &pp);
                 async move {
-                    let r = match writes::patch_unread(api, &p.name, pp, patch).await {
-                        Ok(_) => Ok(()),
-                        Err(e) if is_not_found(&e) => Ok(()),
+                    let r = match writes::patch_named(api, &p.name, pp, patch).await {
+                        Ok(w) => Ok(w.resource_version),
+                        Err(e) if is_not_found(&e) => Ok(None),
                         Err(e) => Err(e),
                     };
                     (p.uid.clone(), r)
                 }
             })
             .collect();
-        let results: Vec<(String, Result<(), kube::Error>)> = futures::stream::iter(patches)
-            .buffer_unordered(PARALLEL_PATCHES)
-            .collect()
-            .await;
+        let results: Vec<(String, Result<Option<String>, kube::Error>)> =
+            futures::stream::iter(patches)
+                .buffer_unordered(PARALLEL_PATCHES)
+                .collect()
+                .await;
         let mut removed = BTreeSet::new();
         for (uid, r) in results {
             match r {
-                Ok(()) => {
+                Ok(rv) => {
+                    self.wrote(job, PODS, rv.as_deref());
                     removed.insert(uid);
                 }
                 Err(e) => {
@@ -830,7 +884,10 @@ impl Inner {
                         )
                         .await
                     {
-                        Ok(adopted) => owned.push(Arc::new(adopted)),
+                        Ok(adopted) => {
+                            self.wrote(job, PODS, adopted.metadata.resource_version.as_deref());
+                            owned.push(Arc::new(adopted));
+                        }
                         Err(e) if is_not_found(&e) => {}
                         Err(e) => return Err(e.into()),
                     }
@@ -845,7 +902,9 @@ impl Inner {
                         )
                         .await
                     {
-                        Ok(_) => {}
+                        Ok(released) => {
+                            self.wrote(job, PODS, released.metadata.resource_version.as_deref())
+                        }
                         Err(e) if is_not_found(&e) => {}
                         Err(e) => return Err(e.into()),
                     }

@@ -58,6 +58,12 @@ pub const JOB_FINISHED_INDEXES_TOTAL: CounterVec = CounterVec {
     labels: &["status", "backoffLimit"],
 };
 
+pub const STALE_SYNC_SKIPS_TOTAL: CounterVec = CounterVec {
+    name: "job_controller_stale_sync_skips_total",
+    help: "Total number of Job syncs skipped due to a stale watch cache.",
+    labels: &["group", "resource"],
+};
+
 pub const ACTION_RECONCILING: &str = "reconciling";
 pub const ACTION_TRACKING: &str = "tracking";
 pub const ACTION_PODS_CREATED: &str = "pods_created";

@@ -2,6 +2,7 @@
 //! `pkg/controller` upstream.
 
 pub mod clock;
+pub mod consistency;
 pub mod event_correlator;
 pub mod events;
 pub mod expectations;

@@ -2,30 +2,35 @@
 //!
 //! kube's `Api::create` and `Api::patch` decode the whole response (a pod is about 4 KiB of
 //! JSON with its managedFields) into the typed form; the Job controller reads pods from its
-//! informer and only needs a created pod's name for its event. These send the same requests
-//! and decode only that much: serde skips the rest of the response without building it. The
-//! `_lean` ones return the object without its managedFields, which no controller reads.
+//! informer and only needs a created pod's name (for its event) and resourceVersion (to wait
+//! for its cache to see it). These send the same requests and decode only that much: serde
+//! skips the rest of the response without building it. The `_lean` ones return the object
+//! without its managedFields, which no controller reads.
 
 use kbatch_api::lean::Lean;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::Request;
 use kube::{Api, Resource};
-use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 #[derive(Deserialize)]
 struct Named {
-    metadata: NameOnly,
+    metadata: Written,
 }
 
-#[derive(Deserialize)]
-struct NameOnly {
+/// The name and resourceVersion of a written object.
+#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
     #[serde(default)]
-    name: Option<String>,
+    pub name: Option<String>,
+    #[serde(default, rename = "resourceVersion")]
+    pub resource_version: Option<String>,
 }
 
-/// `Api::create`, returning the created object's name (the server may have generated it).
-pub async fn create_named<K>(api: &Api<K>, pp: &PostParams, obj: &K) -> Result<String, kube::Error>
+/// `Api::create`, returning the created object's name (the server may have generated it)
+/// and resourceVersion.
+pub async fn create_named<K>(api: &Api<K>, pp: &PostParams, obj: &K) -> Result<Written, kube::Error>
 where
     K: Resource + Serialize + Clone,
 {
@@ -35,16 +40,16 @@ where
         .map_err(kube::Error::BuildRequest)?;
     req.extensions_mut().insert("create");
     let created: Named = api.clone().into_client().request(req).await?;
-    Ok(created.metadata.name.unwrap_or_default())
+    Ok(created.metadata)
 }
 
-/// `Api::patch`, without decoding the patched object.
-pub async fn patch_unread<K, P>(
+/// `Api::patch`, decoding no more of the patched object than its name and resourceVersion.
+pub async fn patch_named<K, P>(
     api: &Api<K>,
     name: &str,
     pp: &PatchParams,
     patch: &Patch<P>,
-) -> Result<(), kube::Error>
+) -> Result<Written, kube::Error>
 where
     K: Resource + Clone,
     P: Serialize + std::fmt::Debug,
@@ -53,8 +58,8 @@ where
         .patch(name, pp, patch)
         .map_err(kube::Error::BuildRequest)?;
     req.extensions_mut().insert("patch");
-    let _: IgnoredAny = api.clone().into_client().request(req).await?;
-    Ok(())
+    let patched: Named = api.clone().into_client().request(req).await?;
+    Ok(patched.metadata)
 }
 
 /// `Api::create`, returning the created object without its managedFields.

@@ -9,6 +9,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kube::Resource;
@@ -197,6 +198,40 @@ struct SyncState {
 struct Shared<K> {
     objects: RwLock<Indexed<K>>,
     sync: watch::Sender<SyncState>,
+    progress: Progress,
+}
+
+/// How far the cache has followed the server, published after the objects it describes.
+#[derive(Default)]
+struct Progress {
+    /// The highest resourceVersion of an object the cache has taken in.
+    resource_version: AtomicU64,
+    /// Lists begun (counted when the watcher starts one) and the number of the last one
+    /// whose objects are in the cache.
+    lists_started: AtomicU64,
+    lists_done: AtomicU64,
+}
+
+/// What a cache has observed, for a controller that must not act before it has seen its own
+/// writes (upstream's `LastStoreSyncResourceVersion`).
+///
+/// kube's watcher does not hand out the resourceVersion of a list or of bookmarks, so the
+/// version is that of the newest object taken in. A write whose object was deleted and whose
+/// deletion was only seen through a re-list is covered by the lists: a list begun after the
+/// write returned reflects it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncProgress {
+    pub resource_version: u64,
+    pub lists_started: u64,
+    pub lists_done: u64,
+}
+
+fn parse_rv<K: Resource>(obj: &K) -> u64 {
+    obj.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A new empty cache: its writer and a lister.
@@ -204,11 +239,13 @@ pub fn cache<K: Resource>() -> (CacheWriter<K>, Lister<K>) {
     let shared = Arc::new(Shared {
         objects: RwLock::new(Indexed::new()),
         sync: watch::Sender::new(SyncState::default()),
+        progress: Progress::default(),
     });
     (
         CacheWriter {
             shared: Arc::clone(&shared),
             relist: None,
+            list_number: 0,
         },
         Lister { shared },
     )
@@ -235,6 +272,8 @@ pub struct CacheWriter<K> {
     // Objects of a list in progress; swapped in whole when the list ends, as client-go's
     // Replace does, so readers never see half a list.
     relist: Option<Objects<K>>,
+    // The number of the list in progress.
+    list_number: u64,
 }
 
 impl<K> CacheWriter<K> {
@@ -254,6 +293,21 @@ impl<K: Resource + 'static> CacheWriter<K> {
     /// even if unchanged, as client-go does: handlers compare resourceVersions), then every
     /// cached object missing from the list as deleted.
     pub fn apply(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
+        let changes = self.apply_event(event);
+        // After the objects: a reader that sees the progress finds them in the cache.
+        let progress = &self.shared.progress;
+        for change in &changes {
+            let obj = match change {
+                Change::Added(o) | Change::Deleted(o) | Change::Updated { new: o, .. } => o,
+            };
+            progress
+                .resource_version
+                .fetch_max(parse_rv(&**obj), Ordering::Release);
+        }
+        changes
+    }
+
+    fn apply_event(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
         let event = match event {
             watcher::Event::InitApply(obj) => watcher::Event::InitApply(trimmed(obj)),
             watcher::Event::Apply(obj) => watcher::Event::Apply(trimmed(obj)),
@@ -263,6 +317,12 @@ impl<K: Resource + 'static> CacheWriter<K> {
         match event {
             watcher::Event::Init => {
                 self.relist = Some(BTreeMap::new());
+                self.list_number = self
+                    .shared
+                    .progress
+                    .lists_started
+                    .fetch_add(1, Ordering::AcqRel)
+                    + 1;
                 Vec::new()
             }
             watcher::Event::InitApply(obj) => {
@@ -282,6 +342,10 @@ impl<K: Resource + 'static> CacheWriter<K> {
             watcher::Event::InitDone => {
                 let listed = self.relist.take().unwrap_or_default();
                 let changes = self.replace(listed);
+                self.shared
+                    .progress
+                    .lists_done
+                    .fetch_max(self.list_number, Ordering::Release);
                 self.shared.sync.send_modify(|s| s.synced = true);
                 changes
             }
@@ -468,6 +532,16 @@ impl<K: Resource> Lister<K> {
         self.shared.sync.borrow().synced
     }
 
+    /// How far the cache has followed the server (see [`SyncProgress`]).
+    pub fn progress(&self) -> SyncProgress {
+        let p = &self.shared.progress;
+        SyncProgress {
+            resource_version: p.resource_version.load(Ordering::Acquire),
+            lists_started: p.lists_started.load(Ordering::Acquire),
+            lists_done: p.lists_done.load(Ordering::Acquire),
+        }
+    }
+
     /// Waits until the first list has been applied. Fails if the informer stops before.
     pub async fn wait_until_synced(&self) -> Result<(), InformerError> {
         let mut rx = self.shared.sync.subscribe();
@@ -575,6 +649,40 @@ mod tests {
             },
         ]);
         p
+    }
+
+    /// The progress counts lists begun and done and follows the newest version taken in,
+    /// from watch events and lists alike; an older version never moves it back.
+    #[test]
+    fn progress_follows_lists_and_events() {
+        let (mut w, l) = cache::<Pod>();
+        let at = |rv, started, done| SyncProgress {
+            resource_version: rv,
+            lists_started: started,
+            lists_done: done,
+        };
+        assert_eq!(l.progress(), at(0, 0, 0));
+        w.apply(watcher::Event::Init);
+        w.apply(watcher::Event::InitApply(pod("a", "p1", "7", &[])));
+        w.apply(watcher::Event::InitApply(pod("a", "p2", "5", &[])));
+        assert_eq!(
+            l.progress(),
+            at(0, 1, 0),
+            "nothing is in the cache mid-list"
+        );
+        w.apply(watcher::Event::InitDone);
+        assert_eq!(l.progress(), at(7, 1, 1));
+        w.apply(watcher::Event::Apply(pod("a", "p1", "9", &[])));
+        assert_eq!(l.progress(), at(9, 1, 1));
+        w.apply(watcher::Event::Delete(pod("a", "p2", "12", &[])));
+        assert_eq!(l.progress(), at(12, 1, 1));
+        // A re-list that misses a deletion reports the last cached state as deleted.
+        w.apply(watcher::Event::Init);
+        w.apply(watcher::Event::InitApply(pod("a", "p3", "3", &[])));
+        w.apply(watcher::Event::InitDone);
+        assert_eq!(l.progress(), at(12, 2, 2));
+        w.apply(watcher::Event::Apply(pod("a", "p3", "not-a-number", &[])));
+        assert_eq!(l.progress(), at(12, 2, 2));
     }
 
     /// The controller index follows adds, updates that change the owner, deletes and relists.

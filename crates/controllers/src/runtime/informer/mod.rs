@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-pub use cache::{CacheWriter, Lister, cache};
+pub use cache::{CacheWriter, Lister, SyncProgress, cache};
 pub use factory::InformerFactory;
 
 /// One change of the cache, with the objects as the cache holds them.
