@@ -831,11 +831,9 @@ async fn update_checked(
         };
         let mut fill = |m: &mut ObjectMeta, o: &ObjectMeta| fill_update_meta(m, o, res, &name);
         // An apply recorded its managers while merging; every other write is an Update.
-        let mut track = |mut defaulted: Value| {
-            apply::track_update(&tracked, &old, &mut defaulted, manager, &now);
-            meta_mut(&mut defaulted).remove("managedFields")
-        };
-        let track: Option<&mut dyn FnMut(Value) -> Option<Value>> = match applying {
+        let mut track =
+            |prepared: &mut Value| apply::track_update(&tracked, &old, prepared, manager, &now);
+        let track: Option<&mut dyn FnMut(&mut Value)> = match applying {
             None => Some(&mut track),
             Some(_) => None,
         };

@@ -183,8 +183,8 @@ pub struct UpdateHooks<'a> {
     pub on_unknown: &'a mut dyn FnMut(Vec<String>) -> Result<(), ApiError>,
     /// Sets the system metadata of the new object from the stored one.
     pub fill: &'a mut dyn FnMut(&mut ObjectMeta, &ObjectMeta) -> Result<(), ApiError>,
-    /// Gets the defaulted object, returns the managedFields to record.
-    pub track: Option<&'a mut dyn FnMut(Value) -> Option<Value>>,
+    /// Gets the object to store and records its managedFields in it.
+    pub track: Option<&'a mut dyn FnMut(&mut Value)>,
 }
 
 /// Runs typed hooks on JSON documents for one resource.
@@ -240,8 +240,14 @@ impl Strategy {
 
     /// The whole update pipeline in one typed pass, as `create` is for creates: decode `new`
     /// (handing unknown fields to `on_unknown`), default, `fill` its system metadata from
-    /// `old`'s, `track` the defaulted object (it returns the managedFields to record), prepare
-    /// per `part`, validate (422), encode.
+    /// `old`'s, prepare per `part`, validate (422), encode, and `track` the encoded object (it
+    /// records the managedFields in it).
+    ///
+    /// Upstream's field manager sees the object before the preparation, and then drops the
+    /// fields the strategy resets (`GetResetFields`: the spec of a status update, the status
+    /// of a main update). An update's preparation changes nothing but those fields and system
+    /// metadata the field manager strips, so tracking the prepared object records the same
+    /// fields with one encoding instead of two.
     pub fn update(
         &self,
         new: Value,
@@ -306,9 +312,15 @@ impl Strategy {
         (rules.default)(&mut k);
         let o: K = decode_stored(self.res, old)?;
         (hooks.fill)(k.metadata_mut(), o.metadata())?;
-        let managed = take_managed(&mut k, hooks.track, kept)?;
         self.prepare_validate_update(rules, &mut k, &o, part, &new)?;
-        encode_with_managed(&k, managed)
+        let mut out = encode(&k)?;
+        if let Some(mf) = kept {
+            crate::object::meta_mut(&mut out).insert("managedFields".into(), mf);
+        }
+        if let Some(track) = hooks.track {
+            track(&mut out);
+        }
+        Ok(out)
     }
 
     /// The kind's update preparation, upstream's BeforeUpdate metadata rules, validation.

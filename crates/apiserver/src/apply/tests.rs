@@ -437,14 +437,22 @@ async fn conflict_with_an_updater_and_force() {
     );
 }
 
-#[tokio::test]
-async fn status_subresource_apply_and_updates() {
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+/// A server with pod `p` (one container) created without a fieldManager.
+async fn server_with_pod() -> (Server, Value) {
     let s = server().await;
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}});
-    let pods = "/api/v1/namespaces/default/pods";
-    let (code, v) = s.call("POST", pods, "application/json", pod).await;
+    let (code, v) = s.call("POST", PODS, "application/json", pod).await;
     assert_eq!(code, 201, "{v}");
+    (s, v)
+}
+
+#[tokio::test]
+async fn status_subresource_apply_and_updates() {
+    let (s, v) = server_with_pod().await;
+    let pods = PODS;
     // No fieldManager: the User-Agent's product names the manager.
     assert_eq!(
         entries(&v),
@@ -496,6 +504,56 @@ async fn status_subresource_apply_and_updates() {
         )
         .await;
     assert_eq!(code, 404);
+}
+
+/// An update records only what it could change: a status update that also sends a new spec
+/// owns no spec field (the spec is kept), a main update that sends a new status owns no status
+/// field (upstream's reset fields).
+#[tokio::test]
+async fn updates_own_nothing_their_strategy_resets() {
+    let (s, _) = server_with_pod().await;
+    let pods = PODS;
+
+    let mut cur = s.get(&format!("{pods}/p")).await;
+    cur["status"]["phase"] = json!("Running");
+    cur["spec"]["activeDeadlineSeconds"] = json!(30);
+    let (code, v) = s
+        .call(
+            "PUT",
+            &format!("{pods}/p/status?fieldManager=node"),
+            "application/json",
+            cur,
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert!(v["spec"].get("activeDeadlineSeconds").is_none(), "{v}");
+    let m = Managed::decode(v.pointer("/metadata/managedFields")).unwrap();
+    let node = m.0.iter().find(|e| e.manager == "node").unwrap();
+    assert_eq!(
+        node.set.to_fields_v1(),
+        json!({"f:status": {"f:phase": {}}})
+    );
+
+    let mut cur = s.get(&format!("{pods}/p")).await;
+    cur["status"]["phase"] = json!("Failed");
+    cur["metadata"]["labels"] = json!({"a": "b"});
+    let (code, v) = s
+        .call(
+            "PUT",
+            &format!("{pods}/p?fieldManager=labeller"),
+            "application/json",
+            cur,
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["status"]["phase"], "Running", "{v}");
+    let m = Managed::decode(v.pointer("/metadata/managedFields")).unwrap();
+    let labeller = m.0.iter().find(|e| e.manager == "labeller").unwrap();
+    assert_eq!(
+        labeller.set.to_fields_v1(),
+        json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}}})
+    );
+    assert_eq!(owners(&v, &["status", "phase"]), ["node"]);
 }
 
 #[tokio::test]
