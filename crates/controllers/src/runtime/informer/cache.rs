@@ -218,7 +218,8 @@ struct Progress {
 /// kube's watcher does not hand out the resourceVersion of a list or of bookmarks, so the
 /// version is that of the newest object taken in. A write whose object was deleted and whose
 /// deletion was only seen through a re-list is covered by the lists: a list begun after the
-/// write returned reflects it.
+/// write returned reflects it (kbatch's server lists its current state; a cluster's watch
+/// cache, which serves kube's default `resourceVersion=0` lists, may be a moment behind).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyncProgress {
     pub resource_version: u64,
