@@ -253,12 +253,7 @@ impl Inner {
         };
         // Upstream lists the namespace and keeps the Jobs whose controller has the CronJob's
         // name; the cache's index gives those directly.
-        let all: Vec<Job> = self
-            .jobs
-            .list_controlled_by_name(ns, name)
-            .into_iter()
-            .map(|j| (*j).clone())
-            .collect();
+        let all = self.jobs.list_controlled_by_name(ns, name);
         let children: Vec<Job> = jobs_to_be_reconciled(&cached, &all)
             .into_iter()
             .cloned()

@@ -156,9 +156,14 @@ pub fn controller_of(job: &Job) -> Option<&OwnerReference> {
 
 /// The Jobs a CronJob reconciles: those in its namespace whose controller reference carries
 /// its name. Upstream compares the name only (not kind or UID), and so does this.
-pub fn jobs_to_be_reconciled<'a>(cj: &CronJob, jobs: &'a [Job]) -> Vec<&'a Job> {
+/// (`jobs` may be the cache's shared Jobs: only those kept need copying.)
+pub fn jobs_to_be_reconciled<'a, J: std::borrow::Borrow<Job>>(
+    cj: &CronJob,
+    jobs: &'a [J],
+) -> Vec<&'a Job> {
     let name = cj.metadata.name.as_deref().unwrap_or("");
     jobs.iter()
+        .map(|j| j.borrow())
         .filter(|j| j.metadata.namespace == cj.metadata.namespace)
         .filter(|j| controller_of(j).is_some_and(|r| r.name == name))
         .collect()
