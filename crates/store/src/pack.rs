@@ -5,8 +5,9 @@
 //! (an Event, a CronJob, a Job and a Pod as kbatch writes them, managedFields included). Kinds
 //! repeat their field names and managedFields so much that a pod's 3.9 KB become ~550 bytes
 //! and a Job's 2.9 KB ~470 (`cargo bench -p kbatch-store --bench pack`), at ~2 µs to pack (on
-//! the writing caller's task, not the writer thread) and ~0.4 µs to unpack. The revision is spliced back in on unpacking, so a deletion
-//! re-stamps the last state without touching its bytes.
+//! the writing caller's task, not the writer thread) and ~0.4 µs to unpack. The revision is
+//! spliced back in on unpacking, so a deletion re-stamps the last state without touching its
+//! bytes.
 //!
 //! Layout: a format byte (`1`: LZ4 block with dictionary 1), the unstamped JSON length and
 //! the gap's offset (u32 little-endian each), then the compressed block. The dictionary is
@@ -111,10 +112,10 @@ pub(crate) fn unpack(packed: &[u8], rv: u64) -> Result<Bytes, StoreError> {
         if n != len {
             return Err(corrupt());
         }
-        let digits = rv.to_string();
-        let mut out = BytesMut::with_capacity(len + digits.len());
+        let mut out = BytesMut::with_capacity(json_len(packed, rv));
         out.put_slice(&json[..gap]);
-        out.put_slice(digits.as_bytes());
+        // Writing into a BytesMut cannot fail.
+        let _ = std::fmt::Write::write_fmt(&mut out, format_args!("{rv}"));
         out.put_slice(&json[gap..len]);
         Ok(out.freeze())
     })

@@ -112,30 +112,19 @@ impl ConsistencyStore {
         let Some(source) = self.source(resource) else {
             return;
         };
-        let lists_started = source.progress().lists_started;
-        let mut written = self.lock();
-        let entries = written.entry(key.to_string()).or_default();
+        let written = Written {
+            resource,
+            uid: uid.to_string(),
+            resource_version: rv,
+            lists_started: source.progress().lists_started,
+        };
+        let mut all = self.lock();
+        let entries = all.entry(key.to_string()).or_default();
         match entries.iter_mut().find(|w| w.resource == resource) {
-            Some(w) if w.uid == uid => {
-                if rv > w.resource_version {
-                    w.resource_version = rv;
-                    w.lists_started = lists_started;
-                }
-            }
-            Some(w) => {
-                *w = Written {
-                    resource,
-                    uid: uid.to_string(),
-                    resource_version: rv,
-                    lists_started,
-                }
-            }
-            None => entries.push(Written {
-                resource,
-                uid: uid.to_string(),
-                resource_version: rv,
-                lists_started,
-            }),
+            // An older write of the same object: the newer one covers it.
+            Some(w) if w.uid == uid && w.resource_version >= rv => {}
+            Some(w) => *w = written,
+            None => entries.push(written),
         }
     }
 
