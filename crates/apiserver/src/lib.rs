@@ -14,6 +14,7 @@ mod object;
 pub mod openapi;
 pub mod protobuf;
 pub mod request;
+pub mod request_metrics;
 pub mod resources;
 pub mod selector;
 pub mod smp;
@@ -265,14 +266,28 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
                 _ => discovery_doc(st, &method, group, version, legacy_root),
             }
         }
-        Ok(Route::Resource(t)) => resource(st, &method, &t, &query, &parts.headers, body).await,
-    };
-    result.unwrap_or_else(|e| {
-        if e.code >= 500 {
-            tracing::warn!(code = e.code, message = %e.message, "request failed");
+        Ok(Route::Resource(t)) => {
+            let started = std::time::Instant::now();
+            let labels = request_metrics::RequestLabels::new(
+                &method,
+                &t,
+                &query,
+                &handlers::content_type(&parts.headers),
+            );
+            let resp = resource(st, &method, &t, &query, &parts.headers, body)
+                .await
+                .unwrap_or_else(error_response);
+            return labels.record_response(resp, started);
         }
-        e.into_response()
-    })
+    };
+    result.unwrap_or_else(error_response)
+}
+
+fn error_response(e: ApiError) -> Response {
+    if e.code >= 500 {
+        tracing::warn!(code = e.code, message = %e.message, "request failed");
+    }
+    e.into_response()
 }
 
 fn discovery_doc(

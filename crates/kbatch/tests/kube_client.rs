@@ -1396,3 +1396,100 @@ async fn concurrent_patches_without_a_resource_version_all_apply() {
     assert_eq!(err.code, 409);
     assert_eq!(err.reason, "Conflict");
 }
+
+/// One sample line of `/metrics` (`name{labels} value`), by exact labels.
+fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn resource_requests_are_counted_as_kube_apiserver_counts_them() {
+    let s = Server::start().await;
+    let client = s.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("m1"))
+        .await
+        .expect("create");
+    pods.get("m1").await.expect("get");
+    api_err(pods.get("nope").await);
+    pods.list(&ListParams::default()).await.expect("list");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    pods.create(&dry, &pod("m2")).await.expect("dry-run create");
+    pods.patch_status(
+        "m1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .expect("status patch");
+    // A watch counts once it ends, with its whole life as its duration.
+    let watched = raw(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1",
+        None,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(watched.status, 200);
+
+    let m = raw(&client, "GET", "/metrics", None, Vec::new()).await.body;
+    let total = |verb: &str, dry: &str, sub: &str, scope: &str, code: &str| {
+        sample(
+            &m,
+            &format!(
+                "apiserver_request_total{{verb=\"{verb}\",dry_run=\"{dry}\",group=\"\",version=\"v1\",resource=\"pods\",subresource=\"{sub}\",scope=\"{scope}\",component=\"apiserver\",code=\"{code}\"}}"
+            ),
+        )
+    };
+    assert_eq!(total("POST", "", "", "resource", "201"), Some(1.0), "{m}");
+    assert_eq!(
+        total("POST", "All", "", "resource", "201"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(total("GET", "", "", "resource", "200"), Some(1.0), "{m}");
+    assert_eq!(total("GET", "", "", "resource", "404"), Some(1.0), "{m}");
+    assert_eq!(total("LIST", "", "", "namespace", "200"), Some(1.0), "{m}");
+    assert_eq!(
+        total("PATCH", "", "status", "resource", "200"),
+        Some(1.0),
+        "{m}"
+    );
+    let watch_labels = "verb=\"WATCH\",dry_run=\"\",group=\"\",version=\"v1\",resource=\"pods\",subresource=\"\",scope=\"namespace\",component=\"apiserver\"";
+    let watch_count = eventually(T, "the ended watch is recorded", || {
+        let client = client.clone();
+        let labels = watch_labels.to_string();
+        async move {
+            let m = raw(&client, "GET", "/metrics", None, Vec::new()).await.body;
+            let count = sample(
+                &m,
+                &format!("apiserver_request_duration_seconds_count{{{labels}}}"),
+            )?;
+            let sum = sample(
+                &m,
+                &format!("apiserver_request_duration_seconds_sum{{{labels}}}"),
+            )?;
+            Some((count, sum))
+        }
+    })
+    .await;
+    assert_eq!(watch_count.0, 1.0);
+    assert!(
+        watch_count.1 >= 1.0,
+        "the watch lasted its timeout: {}",
+        watch_count.1
+    );
+    // The histogram has upstream's buckets.
+    assert!(
+        m.contains("apiserver_request_duration_seconds_bucket{verb=\"POST\",dry_run=\"\",group=\"\",version=\"v1\",resource=\"pods\",subresource=\"\",scope=\"resource\",component=\"apiserver\",le=\"0.005\"}"),
+        "{m}"
+    );
+    assert!(m.contains("le=\"45\""), "{m}");
+}

@@ -9,6 +9,7 @@ pub mod expectations;
 pub mod informer;
 pub mod key;
 pub mod leader;
-pub mod metrics;
+/// The registry lives in its own crate, shared with the API server's request metrics.
+pub use kbatch_metrics as metrics;
 pub mod queue;
 pub mod writes;

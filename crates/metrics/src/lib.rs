@@ -1,5 +1,6 @@
-//! Prometheus metrics of the controllers, under upstream's names, in one process-wide registry
-//! rendered in the text exposition format (`/metrics`).
+//! Prometheus metrics of kbatch's components (the controllers, the API server's requests),
+//! under upstream's names, in one process-wide registry rendered in the text exposition format
+//! (`/metrics`).
 //!
 //! Only counters and histograms are needed; a metric is declared once as a constant
 //! ([`CounterVec`], [`HistogramVec`]) and registered on first use, so that declaring it costs
@@ -36,10 +37,10 @@ pub fn exponential_buckets(start: f64, factor: f64, count: usize) -> Vec<f64> {
 }
 
 enum Values {
-    Counter(BTreeMap<Vec<String>, f64>),
+    Counter(BTreeMap<String, f64>),
     Histogram {
         bounds: Vec<f64>,
-        series: BTreeMap<Vec<String>, Histogram>,
+        series: BTreeMap<String, Histogram>,
     },
 }
 
@@ -68,11 +69,41 @@ pub fn registry() -> &'static Registry {
     REGISTRY.get_or_init(Registry::default)
 }
 
-fn label_values(labels: &[&str], values: &[&str]) -> Vec<String> {
-    // A mismatch is a programming error in a declaration; pad or cut rather than panic.
-    (0..labels.len())
-        .map(|i| values.get(i).copied().unwrap_or_default().to_string())
-        .collect()
+/// Separates label values in a series key: the ASCII unit separator, which label values
+/// (names, verbs, codes) do not hold.
+const SEP: char = '\u{1f}';
+
+/// A series key: the values, one per label (a mismatch is a programming error in a
+/// declaration; missing values are empty, extra ones ignored, rather than a panic), joined
+/// into `key`, which is cleared first (a reused buffer: an existing series costs no allocation).
+fn series_key(key: &mut String, labels: &[&str], values: &[&str]) {
+    key.clear();
+    for i in 0..labels.len() {
+        if i > 0 {
+            key.push(SEP);
+        }
+        key.push_str(values.get(i).copied().unwrap_or_default());
+    }
+}
+
+/// Looks `values` up in `series`, adding the series when new, with `f` applied to its value.
+fn with_series<T>(
+    series: &mut BTreeMap<String, T>,
+    labels: &[&str],
+    values: &[&str],
+    new: impl FnOnce() -> T,
+    f: impl FnOnce(&mut T),
+) {
+    thread_local! {
+        static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
+    KEY.with_borrow_mut(|key| {
+        series_key(key, labels, values);
+        match series.get_mut(key.as_str()) {
+            Some(v) => f(v),
+            None => f(series.entry(key.clone()).or_insert_with(new)),
+        }
+    });
 }
 
 impl Registry {
@@ -89,7 +120,7 @@ impl Registry {
             values: Values::Counter(BTreeMap::new()),
         });
         if let Values::Counter(series) = &mut family.values {
-            *series.entry(label_values(m.labels, values)).or_default() += by;
+            with_series(series, m.labels, values, || 0.0, |v| *v += by);
         }
     }
 
@@ -104,19 +135,25 @@ impl Registry {
             },
         });
         if let Values::Histogram { bounds, series } = &mut family.values {
-            let h = series
-                .entry(label_values(m.labels, values))
-                .or_insert_with(|| Histogram {
-                    counts: vec![0; bounds.len()],
+            let buckets = bounds.len();
+            with_series(
+                series,
+                m.labels,
+                values,
+                || Histogram {
+                    counts: vec![0; buckets],
                     ..Histogram::default()
-                });
-            for (i, b) in bounds.iter().enumerate() {
-                if v <= *b {
-                    h.counts[i] += 1;
-                }
-            }
-            h.sum += v;
-            h.count += 1;
+                },
+                |h| {
+                    for (i, b) in bounds.iter().enumerate() {
+                        if v <= *b {
+                            h.counts[i] += 1;
+                        }
+                    }
+                    h.sum += v;
+                    h.count += 1;
+                },
+            );
         }
     }
 
@@ -125,7 +162,8 @@ impl Registry {
         let families = self.lock();
         match families.get(name).map(|f| &f.values) {
             Some(Values::Counter(series)) => {
-                let key: Vec<String> = values.iter().map(|s| s.to_string()).collect();
+                let mut key = String::new();
+                series_key(&mut key, values, values);
                 series.get(&key).copied().unwrap_or(0.0)
             }
             _ => 0.0,
@@ -182,10 +220,10 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-fn labels(names: &[&str], values: &[String], le: Option<&str>) -> String {
+fn labels(names: &[&str], key: &str, le: Option<&str>) -> String {
     let mut parts: Vec<String> = names
         .iter()
-        .zip(values)
+        .zip(key.split(SEP))
         .map(|(n, v)| format!("{n}=\"{}\"", escape(v)))
         .collect();
     if let Some(le) = le {
@@ -262,6 +300,44 @@ mod tests {
         assert!(text.contains("test_seconds_sum{kind=\"x\"} 11.5"), "{text}");
         assert!(text.contains("test_seconds_count{kind=\"x\"} 2"), "{text}");
         assert_eq!(r.counter_value("test_things_total", &["a\"b"]), 3.0);
+    }
+
+    const PAIR: CounterVec = CounterVec {
+        name: "test_pairs_total",
+        help: "Pairs.",
+        labels: &["verb", "code"],
+    };
+
+    #[test]
+    fn series_keep_each_label_apart_in_tuple_order() {
+        let r = Registry::default();
+        // Values that would run together if they were simply concatenated.
+        r.inc_for_test(&["ab", "c"]);
+        r.inc_for_test(&["a", "bc"]);
+        r.inc_for_test(&["a", "bc"]);
+        r.inc_for_test(&["", ""]);
+        // Missing values are empty and extra ones are ignored.
+        r.inc_for_test(&[]);
+        r.inc_for_test(&["a", "bc", "extra"]);
+        assert_eq!(r.counter_value("test_pairs_total", &["ab", "c"]), 1.0);
+        assert_eq!(r.counter_value("test_pairs_total", &["a", "bc"]), 3.0);
+        assert_eq!(r.counter_value("test_pairs_total", &["", ""]), 2.0);
+        let text = r.render();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            lines,
+            [
+                "test_pairs_total{verb=\"\",code=\"\"} 2",
+                "test_pairs_total{verb=\"a\",code=\"bc\"} 3",
+                "test_pairs_total{verb=\"ab\",code=\"c\"} 1",
+            ]
+        );
+    }
+
+    impl Registry {
+        fn inc_for_test(&self, values: &[&str]) {
+            self.add(&PAIR, values, 1.0);
+        }
     }
 
     #[test]

@@ -1,0 +1,268 @@
+//! kube-apiserver's request metrics for resource requests: `apiserver_request_total` and
+//! `apiserver_request_duration_seconds`, with upstream's names, help texts, labels, buckets
+//! and label values (the reported verb, the scope, the code as a string).
+//!
+//! A watch's duration is the stream's life, as upstream's handler returns only when the
+//! watch ends; every other request's is the time to its response.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use futures::StreamExt;
+use kbatch_metrics::{CounterVec, HistogramVec};
+
+use crate::request::{Query, Target};
+
+const COMPONENT: &str = "apiserver";
+
+/// The labels of `apiserver_request_total`; the duration's are the same but the code.
+const LABELS: &[&str] = &[
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+    "code",
+];
+
+pub const REQUEST_TOTAL: CounterVec = CounterVec {
+    name: "apiserver_request_total",
+    help: "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+    labels: LABELS,
+};
+
+pub const REQUEST_DURATION: HistogramVec = HistogramVec {
+    name: "apiserver_request_duration_seconds",
+    help: "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+    labels: LABELS.split_at(LABELS.len() - 1).0,
+    buckets: || {
+        vec![
+            0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0,
+            8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+        ]
+    },
+};
+
+/// The labels of one resource request, but its code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestLabels {
+    pub verb: &'static str,
+    pub dry_run: &'static str,
+    pub group: &'static str,
+    pub version: &'static str,
+    pub resource: &'static str,
+    pub subresource: String,
+    pub scope: &'static str,
+}
+
+/// The verb upstream reports: the installer's action (`POST` for a create, `PUT` for an
+/// update, `LIST` for a collection read), `WATCH` for watches (also the legacy `/watch/`
+/// paths), `APPLY` for a server-side apply patch, `other` for methods nothing serves.
+pub fn reported_verb(method: &Method, t: &Target, q: &Query, content_type: &str) -> &'static str {
+    let watching =
+        t.watch_path || q.get("watch").and_then(crate::request::parse_go_bool) == Some(true);
+    match (method.as_str(), t.name.is_some()) {
+        ("GET", _) if watching => "WATCH",
+        ("GET", true) => "GET",
+        ("GET", false) => "LIST",
+        ("POST", _) => "POST",
+        ("PUT", _) => "PUT",
+        ("PATCH", _) if content_type == crate::apply::CONTENT_TYPE => "APPLY",
+        ("PATCH", _) => "PATCH",
+        ("DELETE", true) => "DELETE",
+        ("DELETE", false) => "DELETECOLLECTION",
+        _ => "other",
+    }
+}
+
+/// Upstream's `CleanScope`: a named object or a create is `resource`, else a namespace's
+/// collection is `namespace`, else `cluster`.
+pub fn scope(method: &Method, t: &Target) -> &'static str {
+    if t.name.is_some() || (method == Method::POST && t.subresource.is_none()) {
+        "resource"
+    } else if t.namespace.is_some() {
+        "namespace"
+    } else {
+        "cluster"
+    }
+}
+
+impl RequestLabels {
+    pub fn new(method: &Method, t: &Target, q: &Query, content_type: &str) -> RequestLabels {
+        RequestLabels {
+            verb: reported_verb(method, t, q, content_type),
+            dry_run: if q.get("dryRun") == Some("All") {
+                "All"
+            } else {
+                ""
+            },
+            group: t.resource.group,
+            version: t.resource.version,
+            resource: t.resource.plural,
+            subresource: t.subresource.clone().unwrap_or_default(),
+            scope: scope(method, t),
+        }
+    }
+
+    fn values(&self) -> [&str; 8] {
+        [
+            self.verb,
+            self.dry_run,
+            self.group,
+            self.version,
+            self.resource,
+            &self.subresource,
+            self.scope,
+            COMPONENT,
+        ]
+    }
+
+    fn record(&self, code: StatusCode, started: Instant) {
+        let v = self.values();
+        let code = code.as_u16().to_string();
+        REQUEST_TOTAL.inc(&[v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], &code]);
+        REQUEST_DURATION.observe(&v, started.elapsed().as_secs_f64());
+    }
+
+    /// Records `resp`: now, or for a watch once its stream ends.
+    pub fn record_response(self, resp: Response, started: Instant) -> Response {
+        let code = resp.status();
+        if self.verb != "WATCH" || !code.is_success() {
+            self.record(code, started);
+            return resp;
+        }
+        let done = RecordOnDrop {
+            labels: self,
+            code,
+            started,
+        };
+        let (parts, body) = resp.into_parts();
+        let stream = body.into_data_stream().map(move |chunk| {
+            let _ = &done;
+            chunk
+        });
+        Response::from_parts(parts, Body::from_stream(stream))
+    }
+}
+
+/// Records a watch when its stream is dropped: ended, or its client gone.
+struct RecordOnDrop {
+    labels: RequestLabels,
+    code: StatusCode,
+    started: Instant,
+}
+
+impl Drop for RecordOnDrop {
+    fn drop(&mut self) {
+        self.labels.record(self.code, self.started);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{Route, route};
+
+    fn target(path: &str) -> Target {
+        match route(path) {
+            Ok(Route::Resource(t)) => t,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn verbs_and_scopes_as_upstream_reports_them() {
+        let q = |s: &str| Query::parse(Some(s));
+        let none = Query::parse(None);
+        let pods = "/api/v1/namespaces/default/pods";
+        let rows: &[(&str, &str, &Query, &str, &str, &str)] = &[
+            (
+                "GET",
+                "/api/v1/namespaces/default/pods/p",
+                &none,
+                "",
+                "GET",
+                "resource",
+            ),
+            ("GET", pods, &none, "", "LIST", "namespace"),
+            ("GET", "/api/v1/pods", &none, "", "LIST", "cluster"),
+            ("GET", pods, &q("watch=true"), "", "WATCH", "namespace"),
+            ("GET", pods, &q("watch=1"), "", "WATCH", "namespace"),
+            ("GET", pods, &q("watch=false"), "", "LIST", "namespace"),
+            ("GET", "/api/v1/watch/pods", &none, "", "WATCH", "cluster"),
+            ("POST", pods, &none, "", "POST", "resource"),
+            (
+                "POST",
+                "/api/v1/namespaces/default/pods/p/binding",
+                &none,
+                "",
+                "POST",
+                "resource",
+            ),
+            (
+                "PUT",
+                "/apis/batch/v1/namespaces/d/jobs/j/status",
+                &none,
+                "",
+                "PUT",
+                "resource",
+            ),
+            (
+                "PATCH",
+                "/api/v1/namespaces/default/pods/p",
+                &none,
+                "application/merge-patch+json",
+                "PATCH",
+                "resource",
+            ),
+            (
+                "PATCH",
+                "/api/v1/namespaces/default/pods/p",
+                &none,
+                "application/apply-patch+yaml",
+                "APPLY",
+                "resource",
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/default/pods/p",
+                &none,
+                "",
+                "DELETE",
+                "resource",
+            ),
+            ("DELETE", pods, &none, "", "DELETECOLLECTION", "namespace"),
+            ("GET", "/api/v1/nodes", &none, "", "LIST", "cluster"),
+            ("OPTIONS", pods, &none, "", "other", "namespace"),
+        ];
+        for (method, path, query, ct, verb, scope) in rows {
+            let m = Method::from_bytes(method.as_bytes()).unwrap();
+            let l = RequestLabels::new(&m, &target(path), query, ct);
+            assert_eq!((l.verb, l.scope), (*verb, *scope), "{method} {path}");
+        }
+        let l = RequestLabels::new(
+            &Method::PUT,
+            &target("/apis/batch/v1/namespaces/d/jobs/j/status"),
+            &q("dryRun=All"),
+            "",
+        );
+        assert_eq!(
+            l.values(),
+            [
+                "PUT",
+                "All",
+                "batch",
+                "v1",
+                "jobs",
+                "status",
+                "resource",
+                "apiserver"
+            ]
+        );
+    }
+}
