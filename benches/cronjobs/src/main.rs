@@ -7,11 +7,16 @@
 //! minus the `batch.kubernetes.io/cronjob-scheduled-timestamp` annotation, so it includes
 //! watch delivery (an upper bound of the controller's own skew). The server's own histogram,
 //! `cronjob_controller_job_creation_skew_duration_seconds`, is scraped from `/metrics` at the
-//! end as a second view.
+//! end as a second view, with the server's mean time per kind of write
+//! (`apiserver_request_duration_seconds`: the Job creates and CronJob status writes a firing
+//! waits on).
 //!
 //! Run: `cargo build --release -p kbatch -p kbatch-bench-cronjobs &&
 //! target/release/kbatch-bench-cronjobs --cronjobs 10000 --minutes 3`
 //! (targets: p99 skew <= 1 s, mean CPU <= 25% of one core between firings).
+
+#[path = "../../jobs/src/latency.rs"]
+mod latency;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -409,6 +414,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!("server peak RSS        {peak:.1} MiB");
+    latency::print(&latency::write_latencies(&metrics), 100.0);
     if !earlier.is_empty() {
         println!(
             "(Jobs of earlier firings seen and not counted: {})",

@@ -17,6 +17,8 @@
 //! per kind of write (from `apiserver_request_duration_seconds`), which shows how much of a
 //! sync's round trips is the server's.
 
+mod latency;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -29,6 +31,8 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
+
+use crate::latency::{WriteLatency, write_latencies};
 
 #[derive(Parser, Debug)]
 #[command(about = "Single-pod Jobs through `kbatch up`, create to Complete")]
@@ -311,66 +315,6 @@ struct PodsRun {
     latencies: Vec<WriteLatency>,
 }
 
-/// The writes of one kind the server answered during a run.
-struct WriteLatency {
-    /// `POST pods/binding`, `PUT jobs/status`, ...
-    kind: String,
-    count: f64,
-    mean: Duration,
-}
-
-/// The mean server time of each kind of write in a `/metrics` text: the `_sum` and `_count`
-/// of `apiserver_request_duration_seconds` for the writing verbs.
-fn write_latencies(metrics: &str) -> Vec<WriteLatency> {
-    let label = |labels: &str, name: &str| -> Option<String> {
-        let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
-        let len = labels[start..].find('"')?;
-        Some(labels[start..start + len].to_string())
-    };
-    let mut sums: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
-    for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_duration_seconds_") else {
-            continue;
-        };
-        let Some((which, rest)) = rest.split_once('{') else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let (Some(verb), Some(resource), Some(sub), Ok(value)) = (
-            label(labels, "verb"),
-            label(labels, "resource"),
-            label(labels, "subresource"),
-            value.parse::<f64>(),
-        ) else {
-            continue;
-        };
-        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE") {
-            continue;
-        }
-        let kind = if sub.is_empty() {
-            format!("{verb} {resource}")
-        } else {
-            format!("{verb} {resource}/{sub}")
-        };
-        let e = sums.entry(kind).or_default();
-        match which {
-            "sum" => e.0 += value,
-            "count" => e.1 += value,
-            _ => {}
-        }
-    }
-    sums.into_iter()
-        .filter(|(_, (_, count))| *count > 0.0)
-        .map(|(kind, (sum, count))| WriteLatency {
-            kind,
-            count,
-            mean: Duration::from_secs_f64(sum / count),
-        })
-        .collect()
-}
-
 impl PodsRun {
     fn ratio(&self) -> f64 {
         self.total.as_secs_f64() / self.shell.as_secs_f64()
@@ -401,14 +345,7 @@ async fn run_pods(args: &Args, pods: usize) -> anyhow::Result<()> {
         );
         println!("ratio           {:.2}x  (target <= 3x)", r.ratio());
         // One-off writes (the node, its lease, the Job itself) say little.
-        for l in r.latencies.iter().filter(|l| l.count >= 10.0) {
-            println!(
-                "server time     {:<22} {:6.2} ms mean over {:.0}",
-                l.kind,
-                l.mean.as_secs_f64() * 1000.0,
-                l.count
-            );
-        }
+        latency::print(&r.latencies, 10.0);
     }
     if runs.len() > 1 {
         let mut ratios: Vec<f64> = runs.iter().map(PodsRun::ratio).collect();
@@ -478,31 +415,4 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
         shell,
         latencies,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn write_latencies_are_the_mean_of_each_writing_kind() {
-        let text = r#"# HELP apiserver_request_duration_seconds x
-apiserver_request_duration_seconds_bucket{verb="POST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="resource",component="apiserver",le="0.005"} 2
-apiserver_request_duration_seconds_sum{verb="POST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="resource",component="apiserver"} 0.004
-apiserver_request_duration_seconds_count{verb="POST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="resource",component="apiserver"} 2
-apiserver_request_duration_seconds_sum{verb="PUT",dry_run="",group="batch",version="v1",resource="jobs",subresource="status",scope="resource",component="apiserver"} 0.003
-apiserver_request_duration_seconds_count{verb="PUT",dry_run="",group="batch",version="v1",resource="jobs",subresource="status",scope="resource",component="apiserver"} 1
-apiserver_request_duration_seconds_sum{verb="LIST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="cluster",component="apiserver"} 0.5
-apiserver_request_duration_seconds_count{verb="LIST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="cluster",component="apiserver"} 1
-"#;
-        let l = write_latencies(text);
-        let got: Vec<(&str, f64, u128)> = l
-            .iter()
-            .map(|l| (l.kind.as_str(), l.count, l.mean.as_micros()))
-            .collect();
-        assert_eq!(
-            got,
-            [("POST pods", 2.0, 2000), ("PUT jobs/status", 1.0, 3000)]
-        );
-    }
 }

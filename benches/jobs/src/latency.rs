@@ -1,0 +1,103 @@
+//! The server's mean time per kind of write, read from its `/metrics`
+//! (`apiserver_request_duration_seconds`). Shared by the benchmarks (included by path).
+
+use std::time::Duration;
+
+/// The writes of one kind the server answered during a run.
+pub struct WriteLatency {
+    /// `POST pods/binding`, `PUT jobs/status`, ...
+    pub kind: String,
+    pub count: f64,
+    pub mean: Duration,
+}
+
+/// The mean server time of each kind of write in a `/metrics` text: the `_sum` and `_count`
+/// of `apiserver_request_duration_seconds` for the writing verbs.
+pub fn write_latencies(metrics: &str) -> Vec<WriteLatency> {
+    let label = |labels: &str, name: &str| -> Option<String> {
+        let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
+        let len = labels[start..].find('"')?;
+        Some(labels[start..start + len].to_string())
+    };
+    let mut sums: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_duration_seconds_") else {
+            continue;
+        };
+        let Some((which, rest)) = rest.split_once('{') else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let (Some(verb), Some(resource), Some(sub), Ok(value)) = (
+            label(labels, "verb"),
+            label(labels, "resource"),
+            label(labels, "subresource"),
+            value.parse::<f64>(),
+        ) else {
+            continue;
+        };
+        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE") {
+            continue;
+        }
+        let kind = if sub.is_empty() {
+            format!("{verb} {resource}")
+        } else {
+            format!("{verb} {resource}/{sub}")
+        };
+        let e = sums.entry(kind).or_default();
+        match which {
+            "sum" => e.0 += value,
+            "count" => e.1 += value,
+            _ => {}
+        }
+    }
+    sums.into_iter()
+        .filter(|(_, (_, count))| *count > 0.0)
+        .map(|(kind, (sum, count))| WriteLatency {
+            kind,
+            count,
+            mean: Duration::from_secs_f64(sum / count),
+        })
+        .collect()
+}
+
+/// Prints the kinds written at least `min_count` times (one-off writes say little).
+pub fn print(latencies: &[WriteLatency], min_count: f64) {
+    for l in latencies.iter().filter(|l| l.count >= min_count) {
+        println!(
+            "server time     {:<22} {:6.2} ms mean over {:.0}",
+            l.kind,
+            l.mean.as_secs_f64() * 1000.0,
+            l.count
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_latencies_are_the_mean_of_each_writing_kind() {
+        let text = r#"# HELP apiserver_request_duration_seconds x
+apiserver_request_duration_seconds_bucket{verb="POST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="resource",component="apiserver",le="0.005"} 2
+apiserver_request_duration_seconds_sum{verb="POST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="resource",component="apiserver"} 0.004
+apiserver_request_duration_seconds_count{verb="POST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="resource",component="apiserver"} 2
+apiserver_request_duration_seconds_sum{verb="PUT",dry_run="",group="batch",version="v1",resource="jobs",subresource="status",scope="resource",component="apiserver"} 0.003
+apiserver_request_duration_seconds_count{verb="PUT",dry_run="",group="batch",version="v1",resource="jobs",subresource="status",scope="resource",component="apiserver"} 1
+apiserver_request_duration_seconds_sum{verb="LIST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="cluster",component="apiserver"} 0.5
+apiserver_request_duration_seconds_count{verb="LIST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="cluster",component="apiserver"} 1
+"#;
+        let l = write_latencies(text);
+        let got: Vec<(&str, f64, u128)> = l
+            .iter()
+            .map(|l| (l.kind.as_str(), l.count, l.mean.as_micros()))
+            .collect();
+        assert_eq!(
+            got,
+            [("POST pods", 2.0, 2000), ("PUT jobs/status", 1.0, 3000)]
+        );
+    }
+}
