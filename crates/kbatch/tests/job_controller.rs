@@ -1195,3 +1195,54 @@ async fn syncs_wait_for_their_own_writes_instead_of_conflicting() {
         .collect();
     assert!(failed_syncs.is_empty(), "{failed_syncs:?}");
 }
+
+/// A finished Job's update can reach the controller before its pods' last updates; the pods
+/// whose tracking finalizer its sync has just removed are not patched again as orphans: each
+/// pod gets exactly one finalizer patch (`apiserver_request_total` counts them).
+#[tokio::test]
+async fn each_tracking_finalizer_is_removed_with_one_patch() {
+    let server = Server::start_with(&["--controllers", "job", "--executor", "simulate"]).await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    const N: usize = 60;
+    futures::future::join_all((0..N).map(|i| {
+        let jobs = jobs.clone();
+        async move {
+            let j: Job =
+                serde_json::from_value(common::job_json(&format!("one-{i}"))).expect("a Job");
+            create(&jobs, j).await
+        }
+    }))
+    .await;
+    for i in 0..N {
+        common::wait_job_complete(&jobs, &format!("one-{i}"), Duration::from_secs(120)).await;
+    }
+    let all = pods.list(&ListParams::default()).await.expect("list pods");
+    assert_eq!(all.items.len(), N);
+    eventually(WAIT, "every finalizer removed", || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .all(|p| !p.finalizers().iter().any(|f| f == TRACKING))
+                .then_some(())
+        }
+    })
+    .await;
+    // Late orphan patches would come after the Jobs complete: give them time to show.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let metrics = common::raw(&client, "GET", "/metrics", None, Vec::new())
+        .await
+        .body;
+    let patches: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{verb=\"PATCH\"")
+                && l.contains("resource=\"pods\",subresource=\"\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert_eq!(patches, N as f64, "{metrics}");
+}

@@ -950,6 +950,16 @@ impl Inner {
         if !tracking::orphan_needs_finalizer_removal(&pod, job.as_deref()) {
             return Ok(());
         }
+        // The Job's last sync removed it (the patch succeeded; the pod cache has not shown it
+        // yet, as a finished Job's update can arrive before its pods'): patching again would
+        // change nothing. A removal that failed is no longer expected.
+        if let Some(job) = job.as_deref()
+            && self
+                .finalizer_expectations
+                .is_expected(&object_key(job), pods::uid(&pod))
+        {
+            return Ok(());
+        }
         match self
             .pods_api(ns)
             .patch(name, &PatchParams::default(), &remove_finalizer_patch())

@@ -191,6 +191,14 @@ impl UidTrackingExpectations {
         lock(&self.sets).get(key).cloned()
     }
 
+    /// True when the removal of pod `uid`'s finalizer is outstanding for `key`: it was sent,
+    /// and the cache has not shown it yet.
+    pub fn is_expected(&self, key: &str, uid: &str) -> bool {
+        lock(&self.sets)
+            .get(key)
+            .is_some_and(|set| set.contains(uid))
+    }
+
     /// True when no removal is outstanding for `key`.
     pub fn finalizers_removed(&self, key: &str) -> bool {
         lock(&self.sets).get(key).is_none_or(HashSet::is_empty)
@@ -398,5 +406,19 @@ mod tests {
         e.finalizer_removal_observed("ns/job", "other");
         e.finalizer_removal_observed("ns/other-job", "u1");
         assert!(!e.finalizers_removed("ns/job"));
+    }
+
+    #[test]
+    fn a_removal_is_expected_by_its_job_until_observed() {
+        let e = UidTrackingExpectations::new();
+        assert!(!e.is_expected("ns/job", "u1"));
+        e.expect_finalizers_removed("ns/job", ["u1", "u2"]);
+        assert!(e.is_expected("ns/job", "u1"));
+        assert!(!e.is_expected("ns/other-job", "u1"));
+        e.finalizer_removal_observed("ns/job", "u1");
+        assert!(!e.is_expected("ns/job", "u1"));
+        assert!(e.is_expected("ns/job", "u2"));
+        e.delete_expectations("ns/job");
+        assert!(!e.is_expected("ns/job", "u2"));
     }
 }
