@@ -64,8 +64,11 @@ pub struct RequestLabels {
 /// update, `LIST` for a collection read), `WATCH` for watches (also the legacy `/watch/`
 /// paths), `APPLY` for a server-side apply patch, `other` for methods nothing serves.
 pub fn reported_verb(method: &Method, t: &Target, q: &Query, content_type: &str) -> &'static str {
-    let watching =
-        t.watch_path || q.get("watch").and_then(crate::request::parse_go_bool) == Some(true);
+    // `watch=true` makes a collection read a watch; a named read stays a GET (upstream's
+    // request info ignores it there, and so does the server).
+    let watching = t.watch_path
+        || (t.name.is_none()
+            && q.get("watch").and_then(crate::request::parse_go_bool) == Some(true));
     match (method.as_str(), t.name.is_some()) {
         ("GET", _) if watching => "WATCH",
         ("GET", true) => "GET",
@@ -187,6 +190,22 @@ mod tests {
                 &none,
                 "",
                 "GET",
+                "resource",
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/default/pods/p",
+                &q("watch=true"),
+                "",
+                "GET",
+                "resource",
+            ),
+            (
+                "GET",
+                "/api/v1/watch/namespaces/default/pods/p",
+                &none,
+                "",
+                "WATCH",
                 "resource",
             ),
             ("GET", pods, &none, "", "LIST", "namespace"),
