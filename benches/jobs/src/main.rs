@@ -287,6 +287,7 @@ async fn main() -> anyhow::Result<()> {
     let created_after = started.elapsed();
     let total = watcher.await.context("the watch task failed")??;
     let (cpu1, peak) = usage(pid)?;
+    let latencies = server_write_latencies(&jobs).await?;
     println!("executor        {}", args.executor);
     println!("jobs            {n}");
     println!("all created in  {:.2} s", created_after.as_secs_f64());
@@ -301,7 +302,23 @@ async fn main() -> anyhow::Result<()> {
         100.0 * (cpu1 - cpu0) / total.as_secs_f64()
     );
     println!("server peak RSS {peak:.1} MiB");
+    latency::print(&latencies, 100.0);
     Ok(())
+}
+
+/// The server's mean time per kind of write so far, from its `/metrics`.
+async fn server_write_latencies(jobs: &Api<Job>) -> anyhow::Result<Vec<WriteLatency>> {
+    let metrics = jobs
+        .clone()
+        .into_client()
+        .request_text(
+            http::Request::get("/metrics")
+                .body(Vec::new())
+                .context("building the /metrics request")?,
+        )
+        .await
+        .context("reading /metrics")?;
+    Ok(write_latencies(&metrics))
 }
 
 /// One `--pods` run: the Job's wall time, the server's CPU seconds and peak RSS, and the
@@ -392,17 +409,7 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
         }
     };
     let (cpu1, peak) = usage(pid)?;
-    let metrics = jobs
-        .clone()
-        .into_client()
-        .request_text(
-            http::Request::get("/metrics")
-                .body(Vec::new())
-                .context("building the /metrics request")?,
-        )
-        .await
-        .context("reading /metrics")?;
-    let latencies = write_latencies(&metrics);
+    let latencies = server_write_latencies(jobs).await?;
     // The shell gets the machine to itself: what kbatch still does after the Job completes
     // (events, cleanup) is not charged to it.
     drop(stream);
