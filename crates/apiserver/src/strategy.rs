@@ -123,25 +123,16 @@ fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
 
 /// Hands `track` the encoded object and returns the managedFields it computed, cleared from the
 /// typed form: they go into the encoded object at the end (`encode_with_managed`), as a round
-/// trip through the typed form would copy them twice for nothing.
-///
-/// `kept` are managedFields taken out of the document before decoding (the stored ones, sent
-/// back unchanged): they go back into the encoded object as they were.
+/// trip through the typed form would copy them twice for nothing. Without `track` (an apply
+/// recorded its managers while merging) there is nothing to record.
 fn take_managed<K: Serialize + Metadata<Ty = ObjectMeta>>(
     k: &mut K,
     track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
-    kept: Option<Value>,
 ) -> Result<Option<Value>, ApiError> {
     let Some(track) = track else {
-        // Nothing to record (an apply recorded its managers while merging): what was taken
-        // out goes back as it was.
-        return Ok(kept);
+        return Ok(None);
     };
-    let mut encoded = encode(k)?;
-    if let Some(mf) = kept {
-        crate::object::meta_mut(&mut encoded).insert("managedFields".into(), mf);
-    }
-    let managed = track(encoded);
+    let managed = track(encode(k)?);
     k.metadata_mut().managed_fields = None;
     Ok(managed)
 }
@@ -282,7 +273,7 @@ impl Strategy {
         on_unknown(unknown)?;
         (rules.default)(&mut k);
         fill(k.metadata_mut())?;
-        let managed = take_managed(&mut k, track, None)?;
+        let managed = take_managed(&mut k, track)?;
         (rules.prepare_create)(&mut k);
         let errs = (rules.validate_create)(&k);
         if !errs.is_empty() {
@@ -313,10 +304,7 @@ impl Strategy {
         let o: K = decode_stored(self.res, old)?;
         (hooks.fill)(k.metadata_mut(), o.metadata())?;
         self.prepare_validate_update(rules, &mut k, &o, part, &new)?;
-        let mut out = encode(&k)?;
-        if let Some(mf) = kept {
-            crate::object::meta_mut(&mut out).insert("managedFields".into(), mf);
-        }
+        let mut out = encode_with_managed(&k, kept)?;
         if let Some(track) = hooks.track {
             track(&mut out);
         }

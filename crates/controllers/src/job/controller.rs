@@ -960,10 +960,14 @@ impl Inner {
         {
             return Ok(());
         }
-        match self
-            .pods_api(ns)
-            .patch(name, &PatchParams::default(), &remove_finalizer_patch())
-            .await
+        let api = self.pods_api(ns);
+        match writes::patch_named(
+            &api,
+            name,
+            &PatchParams::default(),
+            &remove_finalizer_patch(),
+        )
+        .await
         {
             Ok(_) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
