@@ -18,7 +18,7 @@ mod node;
 mod process;
 mod runtime;
 mod simulate;
-mod state;
+pub mod state;
 mod status;
 mod worker;
 
@@ -102,6 +102,11 @@ pub async fn run(
             source,
         })?;
     }
+    let journal =
+        state::Journal::open(&config.state_dir()).map_err(|source| ExecutorError::Io {
+            path: config.state_dir(),
+            source,
+        })?;
     let machine = machine::Machine::detect();
     let node = register_with_retries(&client, &machine, &config, &mut shutdown).await?;
     let Some(node) = node else {
@@ -121,7 +126,7 @@ pub async fn run(
         node,
         shutdown.clone(),
     ));
-    manager::run(client, config, shutdown).await;
+    manager::run(client, config, journal, shutdown).await;
     let _ = heartbeat.await;
     Ok(())
 }

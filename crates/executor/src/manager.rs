@@ -14,10 +14,11 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::ExecutorConfig;
 use crate::binder::{self, PodIndex};
 use crate::events::{NodeEvents, PodRef};
+use crate::state::{self, Journal};
 use crate::worker::{self, Context, Finished};
-use crate::{ExecutorConfig, state};
 use kbatch_controllers::runtime::informer::lean_watcher;
 
 /// A finished pod waiting on the node for its deletion.
@@ -46,6 +47,7 @@ struct Manager {
 pub async fn run(
     client: kube::Client,
     config: ExecutorConfig,
+    journal: Journal,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // Pods are decoded without managedFields, which nothing here reads.
@@ -57,6 +59,7 @@ pub async fn run(
             events,
             client,
             config,
+            journal,
         }),
         index: PodIndex::default(),
         workers: HashMap::new(),
@@ -140,7 +143,7 @@ impl Manager {
                 }
                 if !self.swept {
                     self.swept = true;
-                    sweep_leftovers(&self.ctx.config, &seen).await;
+                    sweep_leftovers(&self.ctx, &seen).await;
                 }
             }
             Event::Apply(pod) => self.apply(pod),
@@ -202,7 +205,7 @@ impl Manager {
     fn on_finished(&mut self, pod: Finished) {
         let Some(tx) = self.workers.remove(&pod.uid) else {
             // Deleted while it finished: nothing waits for it.
-            worker::remove_pod_files(&self.ctx.config, &pod.namespace, &pod.name, &pod.uid);
+            worker::remove_pod_files(&self.ctx, &pod.namespace, &pod.name, &pod.uid);
             return;
         };
         let deleting = tx.borrow().metadata.deletion_timestamp.is_some();
@@ -233,7 +236,7 @@ impl Manager {
         self.index.forget(uid);
         if let Some(done) = self.finished.remove(uid) {
             let p = &done.pod;
-            worker::remove_pod_files(&self.ctx.config, &p.namespace, &p.name, &p.uid);
+            worker::remove_pod_files(&self.ctx, &p.namespace, &p.name, &p.uid);
         }
         // Dropping the sender tells the worker its pod is gone.
         self.workers.remove(uid);
@@ -265,16 +268,19 @@ impl Manager {
 }
 
 /// After the first list: what a previous run left for pods that no longer exist — processes,
-/// state files, logs and working directories — is removed.
-async fn sweep_leftovers(config: &ExecutorConfig, existing: &HashSet<String>) {
-    for rec in state::load_all(&config.state_dir()) {
+/// state records, logs and working directories — is removed.
+async fn sweep_leftovers(ctx: &Context, existing: &HashSet<String>) {
+    let config = &ctx.config;
+    for rec in ctx.journal.records() {
         if existing.contains(&rec.uid) {
             continue;
         }
         for p in &rec.processes {
             state::kill_leftover(p).await;
         }
-        state::remove(&config.state_dir(), &rec.uid);
+        if let Err(e) = ctx.journal.done(&rec.uid) {
+            tracing::warn!(pod = %rec.name, error = %e, "writing the executor state journal");
+        }
     }
     let uid_of_log_dir = |name: &str| name.rsplit('_').next().map(str::to_string);
     for (dir, uid_of) in [

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use crate::backoff::{CrashBackoff, go_string};
 use crate::events::{NodeEvents, PodRef};
 use crate::runtime::{self, Exit, Plan, StopSignal};
-use crate::state::{self, PodState, ProcessRecord};
+use crate::state::{self, Journal, ProcessRecord};
 use crate::status::{self, ContainerRecord, Finish, PodView, RunState, Terminated};
 use crate::{ExecutorConfig, RuntimeKind};
 
@@ -57,6 +57,8 @@ pub struct Context {
     pub client: kube::Client,
     pub config: ExecutorConfig,
     pub events: NodeEvents,
+    /// What a restarted executor needs to find the processes this one started.
+    pub journal: Journal,
 }
 
 /// A pod whose terminal status is written. The node keeps only this of it until the object
@@ -150,12 +152,15 @@ pub async fn confirm_deletion(api: Api<Pod>, pod: Finished, mut shutdown: watch:
     }
 }
 
-/// The object is gone: so are its logs, its default working directory and its state file.
-pub fn remove_pod_files(config: &ExecutorConfig, namespace: &str, name: &str, uid: &str) {
+/// The object is gone: so are its logs, its default working directory and its state record.
+pub fn remove_pod_files(ctx: &Context, namespace: &str, name: &str, uid: &str) {
+    let config = &ctx.config;
     let logs = podlog::pod_dir(&config.log_dir(), namespace, name, uid);
     let _ = std::fs::remove_dir_all(logs);
     let _ = std::fs::remove_dir_all(config.pods_dir().join(uid));
-    state::remove(&config.state_dir(), uid);
+    if let Err(e) = ctx.journal.done(uid) {
+        tracing::warn!(pod = %name, error = %e, "writing the executor state journal");
+    }
     tracing::debug!(%namespace, pod = %name, "pod removed");
 }
 
@@ -246,7 +251,8 @@ struct Worker {
     stopping: Option<Stopping>,
     finish: Option<Finish>,
     exits: FuturesUnordered<BoxFuture<'static, (usize, u32, Option<Exit>)>>,
-    state: Option<PodState>,
+    /// The journal holds this pod (its processes are recorded as they start and exit).
+    journaled: bool,
     status_retry_at: Option<Instant>,
     /// No status write before this: a start waits to be reported (`START_REPORT_DELAY`).
     report_at: Option<Instant>,
@@ -282,7 +288,7 @@ impl Worker {
             stopping: None,
             finish: None,
             exits: FuturesUnordered::new(),
-            state: None,
+            journaled: false,
             status_retry_at: None,
             report_at: None,
         }
@@ -306,7 +312,7 @@ impl Worker {
 
     /// Containers of this pod ran under an earlier executor run.
     fn started_before(&self) -> bool {
-        if state::path_for(&self.config().state_dir(), &self.uid).exists() {
+        if self.ctx.journal.contains(&self.uid) {
             return true;
         }
         let status = self.latest.status.clone().unwrap_or_default();
@@ -440,17 +446,15 @@ impl Worker {
         }
         self.started = Instant::now();
         if self.config().runtime == RuntimeKind::Process {
-            let st = PodState::new(
-                &self.config().state_dir(),
-                &self.namespace,
-                &self.name,
-                &self.uid,
-            );
             // Recorded before anything starts, so a crash right after a start is noticed.
-            if let Err(e) = st.save() {
-                tracing::warn!(pod = %self.name, error = %e, "writing the executor state file");
+            if let Err(e) = self
+                .ctx
+                .journal
+                .begin(&self.namespace, &self.name, &self.uid)
+            {
+                tracing::warn!(pod = %self.name, error = %e, "writing the executor state journal");
             }
-            self.state = Some(st);
+            self.journaled = true;
         }
         self.on_pod_update();
     }
@@ -672,15 +676,15 @@ impl Worker {
                     term_sent: false,
                     kill_sent: false,
                 });
-                if let (Some(pid), Some(st)) = (started.pid, self.state.as_mut()) {
+                if let Some(pid) = started.pid.filter(|_| self.journaled) {
                     let rec = ProcessRecord {
                         container: container.clone(),
                         run,
                         pid,
                         start_ticks: started.start_ticks.unwrap_or(0),
                     };
-                    if let Err(e) = st.add(rec) {
-                        tracing::warn!(pod = %name, error = %e, "writing the executor state file");
+                    if let Err(e) = self.ctx.journal.started(&uid, rec) {
+                        tracing::warn!(pod = %name, error = %e, "writing the executor state journal");
                     }
                 }
                 if self.report_at.is_none() {
@@ -738,10 +742,10 @@ impl Worker {
             container_id,
         ));
         slot.exited_at = Some(std::time::Instant::now());
-        if let (Some(pid), Some(st)) = (active.and_then(|a| a.pid), self.state.as_mut())
-            && let Err(e) = st.remove_pid(pid)
+        if let Some(pid) = active.and_then(|a| a.pid).filter(|_| self.journaled)
+            && let Err(e) = self.ctx.journal.exited(&self.uid, pid)
         {
-            tracing::warn!(pod = %self.name, error = %e, "writing the executor state file");
+            tracing::warn!(pod = %self.name, error = %e, "writing the executor state journal");
         }
         tracing::debug!(pod = %self.name, container = %slot.record.name, run, exit_code = exit.exit_code, "container exited");
         self.after_exit(i, exit.exit_code);
@@ -945,9 +949,8 @@ impl Worker {
     // ---- after an executor restart ----------------------------------------------------
 
     async fn fail_after_restart(&mut self) -> Outcome {
-        let state_file = state::path_for(&self.config().state_dir(), &self.uid);
         let mut killed = 0;
-        if let Some(rec) = state::load(&state_file) {
+        if let Some(rec) = self.ctx.journal.record(&self.uid) {
             for p in &rec.processes {
                 if state::kill_leftover(p).await {
                     killed += 1;
@@ -1025,7 +1028,7 @@ impl Worker {
         loop {
             match self.sync_status().await {
                 Sync::Done => {
-                    state::remove(&self.config().state_dir(), &self.uid);
+                    self.forget_state();
                     return Outcome::Finished;
                 }
                 Sync::Gone => {
@@ -1045,15 +1048,17 @@ impl Worker {
 
     // ---- after the end ----------------------------------------------------------------
 
+    /// Nothing of this pod runs any more: a restart has nothing to find.
     fn forget_state(&mut self) {
-        if self.state.take().is_some() {
-            state::remove(&self.config().state_dir(), &self.uid);
+        self.journaled = false;
+        if let Err(e) = self.ctx.journal.done(&self.uid) {
+            tracing::warn!(pod = %self.name, error = %e, "writing the executor state journal");
         }
     }
 
     /// The object is gone while this worker ran it.
     fn cleanup(&mut self) {
-        remove_pod_files(self.config(), &self.namespace, &self.name, &self.uid);
+        remove_pod_files(&self.ctx, &self.namespace, &self.name, &self.uid);
     }
 }
 

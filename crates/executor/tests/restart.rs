@@ -55,15 +55,22 @@ async fn stopping_the_executor_stops_processes_and_the_next_run_fails_the_pod() 
     let p = c.wait_phase("long", "Failed", 10).await;
     assert_failed_by_restart(&p);
     let uid = p.metadata.uid.clone().unwrap();
-    let state_file = c
-        .data_dir()
-        .join("executor/state")
-        .join(format!("{uid}.json"));
-    assert!(!state_file.exists());
+    assert!(
+        !journal_holds(&c, &uid),
+        "the failed pod has nothing left to find"
+    );
     c.shutdown().await;
 }
 
-/// A previous run killed with -9: its processes still run, its state file names them.
+/// Whether the executor's state journal still holds a pod.
+fn journal_holds(c: &Cluster, uid: &str) -> bool {
+    let journal = c.data_dir().join("executor/state/journal");
+    let bytes = std::fs::read(journal).unwrap_or_default();
+    kbatch_executor::state::replay(&bytes).contains_key(uid)
+}
+
+/// A previous run killed with -9: its processes still run, its state (as an earlier version
+/// wrote it, one file per pod) names them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leftovers_of_a_crashed_run_are_killed() {
     let mut c = Cluster::server_only().await;
@@ -150,7 +157,11 @@ async fn leftovers_of_a_crashed_run_are_killed() {
         Duration::from_secs(5),
         "the gone pod's state file and logs are removed",
         || async {
-            (!state_dir.join("0000-gone.json").exists() && !stale_logs.exists()).then_some(())
+            (!state_dir.join("0000-gone.json").exists()
+                && !journal_holds(&c, "0000-gone")
+                && !journal_holds(&c, &uid)
+                && !stale_logs.exists())
+            .then_some(())
         },
     )
     .await;
