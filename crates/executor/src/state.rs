@@ -320,21 +320,44 @@ fn parse_legacy(bytes: &[u8]) -> Option<PodRecord> {
     Some(record)
 }
 
-/// The start time of a live (not zombie) process, from `/proc/<pid>/stat`.
+/// The start time of a live (not zombie) process, from `/proc/<pid>/stat`: one open and one
+/// read into a buffer on the stack (read per container start).
 pub fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&stat)
+    use std::io::Read;
+    let mut path = [0u8; 32];
+    let path = {
+        use std::io::Write;
+        let mut w = &mut path[..];
+        write!(w, "/proc/{pid}/stat").ok()?;
+        let len = 32 - w.len();
+        std::str::from_utf8(&path[..len]).ok()?
+    };
+    let mut f = File::open(path).ok()?;
+    let mut buf = [0u8; 1024];
+    let mut len = 0;
+    // The kernel hands the line over whole on the first read; loop in case it does not.
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    parse_stat(&buf[..len])
 }
 
-/// Fields after the command (which may hold spaces and parentheses) start after the last `)`:
-/// field 3 is the state, field 22 the start time.
-pub fn parse_stat(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
+/// Fields after the command (which may hold spaces, parentheses and bytes that are not UTF-8)
+/// start after the last `)`: field 3 is the state, field 22 the start time.
+pub fn parse_stat(stat: &[u8]) -> Option<u64> {
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let mut fields = stat[close + 1..]
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty());
+    if matches!(fields.next()?, b"Z" | b"X") {
         return None;
     }
-    fields.get(19)?.parse().ok()
+    std::str::from_utf8(fields.nth(18)?).ok()?.parse().ok()
 }
 
 /// The recorded process is still the one that was started (not gone, not a reused pid).
@@ -372,10 +395,13 @@ mod tests {
     #[test]
     fn parses_proc_stat() {
         let stat = "1234 (my (odd) cmd) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(parse_stat(stat), Some(987654));
+        assert_eq!(parse_stat(stat.as_bytes()), Some(987654));
         let zombie = "1234 (sh) Z 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 0 0";
-        assert_eq!(parse_stat(zombie), None);
-        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat(zombie.as_bytes()), None);
+        assert_eq!(parse_stat(b"garbage"), None);
+        assert_eq!(parse_stat(b"1 (x) S 1 2"), None);
+        let odd = b"77 (a\xff) b) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0";
+        assert_eq!(parse_stat(odd), Some(4242));
         assert!(start_ticks(std::process::id()).is_some());
     }
 
