@@ -678,7 +678,8 @@ fn apply_patch(
             if content_type == "application/merge-patch+json" {
                 json_patch::merge(&mut doc, &p);
             } else {
-                doc = crate::smp::apply(&doc, &p, &crate::smp::Schema::for_kind(kind_name))?;
+                let schema = crate::smp::Schema::for_kind(kind_name);
+                doc = crate::smp::apply_owned(doc, p, &schema)?;
             }
         }
         other => return Err(ApiError::unsupported_media_type(other)),

@@ -133,10 +133,16 @@ impl From<SmpError> for ApiError {
 /// Apply the strategic merge patch `patch` to `original`, using `schema` for the patch
 /// strategies and merge keys of the object's fields. Both documents must be JSON objects.
 pub fn apply(original: &Value, patch: &Value, schema: &Schema) -> Result<Value, SmpError> {
+    apply_owned(original.clone(), patch.clone(), schema)
+}
+
+/// `apply` on documents the caller gives up: the merge works on them in place instead of on
+/// copies (a copy of a stored pod costs about as much as parsing it).
+pub fn apply_owned(original: Value, patch: Value, schema: &Schema) -> Result<Value, SmpError> {
     let (Value::Object(o), Value::Object(p)) = (original, patch) else {
         return Err(SmpError::BadJsonDoc);
     };
-    merge_map(o.clone(), p.clone(), schema, 0).map(Value::Object)
+    merge_map(o, p, schema, 0).map(Value::Object)
 }
 
 /// Merge `patch` into `original` (upstream's `mergeMap`).
