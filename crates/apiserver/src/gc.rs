@@ -88,12 +88,54 @@ fn namespace_of(key: &str) -> &str {
     key.trim_start_matches('/').split('/').nth(1).unwrap_or("")
 }
 
-/// What the collector reads of a stored object. Decoding only this skips the rest of the
-/// document without building it (a full JSON value per change cost more than the graph).
-#[derive(Deserialize)]
-struct GcDoc {
-    #[serde(default)]
-    metadata: GcMeta,
+/// What the collector reads of a stored object: its `metadata`, and nothing after it. The
+/// server writes `metadata` before `spec` and `status`, so a change is read only up to the end
+/// of its metadata (serde_json then reports the unread rest, which is ignored): skipping a
+/// pod's spec and status was most of the collector's time per change.
+fn read_meta(raw: &[u8]) -> Option<GcMeta> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+    /// Whether a key is `metadata`, without allocating it.
+    struct IsMetadata;
+    impl<'de> DeserializeSeed<'de> for IsMetadata {
+        type Value = bool;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    impl Visitor<'_> for IsMetadata {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a field name")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<bool, E> {
+            Ok(v == "metadata")
+        }
+    }
+
+    struct Doc<'a>(&'a mut Option<GcMeta>);
+    impl<'de> Visitor<'de> for Doc<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(is_meta) = map.next_key_seed(IsMetadata)? {
+                if is_meta {
+                    *self.0 = Some(map.next_value()?);
+                    return Ok(());
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            *self.0 = Some(GcMeta::default());
+            Ok(())
+        }
+    }
+
+    let mut meta = None;
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    let _ = de.deserialize_map(Doc(&mut meta));
+    meta
 }
 
 #[derive(Deserialize, Default)]
@@ -122,14 +164,13 @@ struct Graph {
 impl Graph {
     /// Records the stored object `raw` under `key`; false when it is not a JSON object.
     fn upsert(&mut self, key: &str, raw: &[u8]) -> bool {
-        let Ok(doc) = serde_json::from_slice::<GcDoc>(raw) else {
+        let Some(meta) = read_meta(raw) else {
             return false;
         };
         let key: Shared = match self.remove_entry(key) {
             Some((k, _)) => k,
             None => Arc::from(key),
         };
-        let meta = doc.metadata;
         let uid: Shared = Arc::from(meta.uid.unwrap_or_default());
         let owners: Vec<OwnerRef> = meta
             .owner_references
@@ -518,6 +559,35 @@ mod tests {
             Kind::Event
         );
         assert!(target_of("/nothing/x").is_none());
+    }
+
+    #[test]
+    fn metadata_is_read_wherever_it_is_and_nothing_after_it() {
+        let owners = |m: &GcMeta| -> Vec<String> {
+            m.owner_references
+                .iter()
+                .flatten()
+                .filter_map(|r| r.uid.clone())
+                .collect()
+        };
+        let meta = r#"{"uid":"P","ownerReferences":[{"uid":"J","blockOwnerDeletion":true}],"finalizers":["f"],"deletionTimestamp":"2024-01-01T00:00:00Z"}"#;
+        // First, with what follows it unreadable: it is not read.
+        let first = format!(r#"{{"metadata":{meta},"spec":{{"containers":[oops"#);
+        // Last, after fields with escapes and nesting.
+        let last =
+            format!(r#"{{"kind":"Pod","sp\u0065c":{{"a":[1,{{"b":"\""}}]}},"metadata":{meta}}}"#);
+        for doc in [first, last] {
+            let m = read_meta(doc.as_bytes()).expect(&doc);
+            assert_eq!(m.uid.as_deref(), Some("P"), "{doc}");
+            assert_eq!(owners(&m), vec!["J".to_string()]);
+            assert!(m.deletion_timestamp.is_some());
+            assert_eq!(m.finalizers, Some(vec![Some("f".to_string())]));
+        }
+        let none = read_meta(br#"{"kind":"Pod"}"#).expect("an object without metadata");
+        assert!(none.uid.is_none() && none.owner_references.is_none());
+        assert!(read_meta(b"[1]").is_none());
+        assert!(read_meta(br#"{"metadata":"x"}"#).is_none());
+        assert!(read_meta(br#"{"kind":"Pod","spec":{"#).is_none());
     }
 
     #[test]
