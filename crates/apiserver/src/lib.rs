@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod discovery;
 pub mod error;
+pub mod event_ttl;
 pub mod events;
 pub mod gc;
 pub mod handlers;
@@ -135,6 +136,14 @@ impl ServerState {
     /// kube-controller-manager does this).
     pub fn start_garbage_collector(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         tokio::spawn(gc::run(self.clone()))
+    }
+
+    /// Delete each event `ttl` after its last write (kube-apiserver's `--event-ttl`).
+    pub fn start_event_expiry(
+        self: &Arc<Self>,
+        ttl: std::time::Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(event_ttl::run(self.clone(), ttl))
     }
 
     /// End every open watch (graceful shutdown).

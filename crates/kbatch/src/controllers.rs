@@ -15,7 +15,7 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 
-fn go_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn go_duration(s: &str) -> Result<Duration, String> {
     kbatch_cron::parse_go_duration(s)
 }
 

@@ -27,6 +27,9 @@ pub enum Executor {
     None,
 }
 
+/// kube-apiserver's default `--event-ttl`.
+pub const DEFAULT_EVENT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
 #[derive(Clone, Debug)]
 pub struct InstanceConfig {
     pub data_dir: PathBuf,
@@ -35,6 +38,8 @@ pub struct InstanceConfig {
     pub watch_history_events: usize,
     /// The executor's node capacity (kubelet's maxPods).
     pub max_pods: usize,
+    /// Events are deleted this long after their last write (kube-apiserver's `--event-ttl`).
+    pub event_ttl: std::time::Duration,
     pub controllers: ManagerConfig,
 }
 
@@ -53,6 +58,7 @@ pub struct Instance {
     stop_server: oneshot::Sender<()>,
     server: JoinHandle<std::io::Result<()>>,
     gc: JoinHandle<()>,
+    event_expiry: JoinHandle<()>,
     stop_controllers: watch::Sender<bool>,
     controllers: JoinHandle<Result<(), kbatch_controllers::manager::ManagerError>>,
     executor: Option<ExecutorTask>,
@@ -134,6 +140,7 @@ impl Instance {
             (server, config)
         };
         let gc = state.start_garbage_collector();
+        let event_expiry = state.start_event_expiry(cfg.event_ttl);
         state.set_metrics_source(Box::new(|| {
             kbatch_controllers::runtime::metrics::registry().render()
         }));
@@ -165,6 +172,7 @@ impl Instance {
             stop_server,
             server,
             gc,
+            event_expiry,
             stop_controllers,
             controllers,
             executor,
@@ -201,6 +209,7 @@ impl Instance {
             Err(e) => tracing::warn!(error = %e, "server task failed"),
         }
         let _ = self.gc.await;
+        let _ = self.event_expiry.await;
         self.store.close().await;
     }
 }

@@ -520,6 +520,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
         executor: args.executor,
         watch_history_events: kbatch_store::StoreOptions::default().history_events,
         max_pods: 110,
+        event_ttl: crate::instance::DEFAULT_EVENT_TTL,
         controllers,
     })
     .await?;

@@ -25,6 +25,10 @@ pub struct UpArgs {
     /// How many past changes a watch can resume from (older resourceVersions get 410 Expired).
     #[arg(long, default_value_t = StoreOptions::default().history_events)]
     pub watch_history_events: usize,
+    /// How long events are kept after their last write (kube-apiserver's --event-ttl; a Go
+    /// duration).
+    #[arg(long, default_value = "1h0m0s", value_parser = crate::controllers::go_duration)]
+    pub event_ttl: std::time::Duration,
     /// At most this many unfinished pods run on the executor's node at once (kubelet's maxPods).
     #[arg(long, default_value_t = 110)]
     pub max_pods: usize,
@@ -44,6 +48,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         executor: args.executor,
         watch_history_events: args.watch_history_events,
         max_pods: args.max_pods,
+        event_ttl: args.event_ttl,
         controllers,
     })
     .await?;

@@ -1493,3 +1493,89 @@ async fn resource_requests_are_counted_as_kube_apiserver_counts_them() {
     );
     assert!(m.contains("le=\"45\""), "{m}");
 }
+
+fn event(name: &str) -> k8s_openapi::api::core::v1::Event {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "p"},
+        "reason": "Tested", "message": "m", "type": "Normal", "count": 1,
+        "source": {"component": "test"}
+    }))
+    .expect("event fixture")
+}
+
+/// As kube-apiserver's `--event-ttl`: an event goes a TTL after its last write, and a write
+/// (a repeat counted) renews it; after a crash and restart the TTL still runs from the last
+/// write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_expire_a_ttl_after_their_last_write() {
+    let mut server = Server::start_with(&["--event-ttl=3s"]).await;
+    let client = server.client().await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+    let t0 = std::time::Instant::now();
+    for name in ["once", "renewed"] {
+        events
+            .create(&PostParams::default(), &event(name))
+            .await
+            .expect("create event");
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    events
+        .patch(
+            "renewed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"count": 2})),
+        )
+        .await
+        .expect("patch event");
+    tokio::time::sleep(Duration::from_millis(2000).saturating_sub(t0.elapsed())).await;
+    assert!(
+        events.get_opt("once").await.expect("get").is_some(),
+        "an event lives for its TTL"
+    );
+    eventually(T, "the untouched event expires", || {
+        let events = events.clone();
+        async move { events.get_opt("once").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    let gone_after = t0.elapsed();
+    assert!(gone_after >= Duration::from_secs(3), "{gone_after:?}");
+    assert!(
+        events.get_opt("renewed").await.expect("get").is_some(),
+        "the write 1.5 s in renewed it (gone after {gone_after:?})"
+    );
+    eventually(T, "the renewed event expires too", || {
+        let events = events.clone();
+        async move {
+            events
+                .get_opt("renewed")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+
+    // Across a restart, from the write's own time (recorded to the second).
+    events
+        .create(&PostParams::default(), &event("across"))
+        .await
+        .expect("create event");
+    let t1 = std::time::Instant::now();
+    server.kill();
+    server.restart().await;
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(server.client().await, "default");
+    eventually(T, "the event written before the restart expires", || {
+        let events = events.clone();
+        async move { events.get_opt("across").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    let left_for = t1.elapsed();
+    assert!(
+        left_for >= Duration::from_secs(2) && left_for < Duration::from_secs(8),
+        "{left_for:?}"
+    );
+}
