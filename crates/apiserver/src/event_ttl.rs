@@ -99,8 +99,12 @@ pub fn time_left(raw: &[u8], now: jiff::Timestamp, ttl: Duration) -> Duration {
     ttl.saturating_sub(age)
 }
 
-/// Follow the events and delete each one `ttl` after its last write, until shutdown.
+/// Follow the events and delete each one `ttl` after its last write, until shutdown. A zero
+/// TTL keeps events forever, as upstream (no lease is attached then).
 pub async fn run(st: Arc<ServerState>, ttl: Duration) {
+    if ttl.is_zero() {
+        return;
+    }
     let prefix = resources::by_kind(Kind::Event).prefix(None);
     let mut shutdown = st.shutdown.subscribe();
     loop {
@@ -112,7 +116,10 @@ pub async fn run(st: Arc<ServerState>, ttl: Duration) {
         let (now, wall) = (Instant::now(), jiff::Timestamp::now());
         for o in &page.items {
             let left = time_left(&o.raw(), wall, ttl);
-            expiry.written(o.key.clone(), o.rv, now + left);
+            // A TTL too far away for the clock never falls due.
+            if let Some(due) = now.checked_add(left) {
+                expiry.written(o.key.clone(), o.rv, due);
+            }
         }
         let mut w = match st.store.watch(&prefix, page.revision) {
             Ok(w) => w,
@@ -140,8 +147,10 @@ pub async fn run(st: Arc<ServerState>, ttl: Duration) {
                         break;
                     }
                     Some(Ok(ev)) => {
-                        if ev.kind != EventType::Deleted {
-                            expiry.written(ev.object.key.clone(), ev.object.rv, Instant::now() + ttl);
+                        if ev.kind != EventType::Deleted
+                            && let Some(due) = Instant::now().checked_add(ttl)
+                        {
+                            expiry.written(ev.object.key.clone(), ev.object.rv, due);
                         }
                     }
                 },
