@@ -15,9 +15,11 @@
 //! and prints the ratio of the two times (target: <= 3x). `--repeat N` does it N times, each
 //! on a fresh server, and prints the median ratio. Each run also prints the server's mean time
 //! per kind of write (from `apiserver_request_duration_seconds`), which shows how much of a
-//! sync's round trips is the server's.
+//! sync's round trips is the server's, and the server's CPU per Job or pod split by part (API
+//! server, executor, controllers, store writer) from its threads' `/proc` stat.
 
 mod latency;
+mod threads;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -167,6 +169,8 @@ struct Started {
     rv: String,
     /// The server's CPU seconds when the measurement starts.
     cpu0: f64,
+    /// The server's threads' CPU when the run starts.
+    threads0: threads::Snapshot,
 }
 
 async fn start_up(args: &Args) -> anyhow::Result<Started> {
@@ -219,6 +223,7 @@ async fn start_up(args: &Args) -> anyhow::Result<Started> {
     // Let the controllers' informers sync before the clock starts.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (cpu0, _) = usage(pid)?;
+    let threads0 = threads::snapshot(pid);
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let rv = jobs
         .list_metadata(&Default::default())
@@ -232,6 +237,7 @@ async fn start_up(args: &Args) -> anyhow::Result<Started> {
         jobs,
         rv,
         cpu0,
+        threads0,
     })
 }
 
@@ -287,6 +293,7 @@ async fn main() -> anyhow::Result<()> {
     let created_after = started.elapsed();
     let total = watcher.await.context("the watch task failed")??;
     let (cpu1, peak) = usage(pid)?;
+    let parts = threads::by_part(&server.threads0, &threads::snapshot(pid));
     let latencies = server_write_latencies(&jobs).await?;
     println!("executor        {}", args.executor);
     println!("jobs            {n}");
@@ -302,6 +309,7 @@ async fn main() -> anyhow::Result<()> {
         100.0 * (cpu1 - cpu0) / total.as_secs_f64()
     );
     println!("server peak RSS {peak:.1} MiB");
+    println!("CPU per Job     {}", threads::per_unit(&parts, n));
     latency::print(&latencies, 100.0);
     Ok(())
 }
@@ -326,6 +334,8 @@ async fn server_write_latencies(jobs: &Api<Job>) -> anyhow::Result<Vec<WriteLate
 struct PodsRun {
     total: Duration,
     cpu: f64,
+    /// CPU seconds by part of the server (`threads::by_part`).
+    parts: std::collections::BTreeMap<&'static str, f64>,
     peak: f64,
     shell: Duration,
     /// The server's mean time per write, by kind (`apiserver_request_duration_seconds`).
@@ -355,6 +365,7 @@ async fn run_pods(args: &Args, pods: usize) -> anyhow::Result<()> {
             100.0 * r.cpu / r.total.as_secs_f64()
         );
         println!("server peak RSS {:.1} MiB", r.peak);
+        println!("CPU per pod     {}", threads::per_unit(&r.parts, pods));
         println!(
             "shell spawn     {:.2} s  (seq {pods} | xargs -P {} /bin/true)",
             r.shell.as_secs_f64(),
@@ -409,6 +420,7 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
         }
     };
     let (cpu1, peak) = usage(pid)?;
+    let parts = threads::by_part(&server.threads0, &threads::snapshot(pid));
     let latencies = server_write_latencies(jobs).await?;
     // The shell gets the machine to itself: what kbatch still does after the Job completes
     // (events, cleanup) is not charged to it.
@@ -418,6 +430,7 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
     Ok(PodsRun {
         total,
         cpu: cpu1 - cpu0,
+        parts,
         peak,
         shell,
         latencies,
