@@ -160,20 +160,32 @@ pub async fn run(st: Arc<ServerState>, ttl: Duration) {
     }
 }
 
+/// How many expired events are deleted at once: they then share commits, as a backlog (after a
+/// restart, or a burst an hour ago) would otherwise take a commit each.
+const DELETES_AT_ONCE: usize = 64;
+
 async fn expire(st: &ServerState, expiry: &mut Expiry) {
+    use futures::StreamExt;
     let due = expiry.take_due(Instant::now());
-    let mut expired = 0usize;
-    for (key, rv) in due {
+    let deletes = due.into_iter().map(|(key, rv)| async move {
         // A later write of the event has an entry of its own: this one is stale.
         if st.store.get(&key).is_none_or(|o| o.rv != rv) {
-            continue;
+            return false;
         }
         match st.store.delete(key.clone(), Some(rv)).await {
-            Ok(_) => expired += 1,
-            Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => {}
-            Err(e) => tracing::warn!(%key, error = %e, "deleting an expired event"),
+            Ok(_) => true,
+            Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => false,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "deleting an expired event");
+                false
+            }
         }
-    }
+    });
+    let expired = futures::stream::iter(deletes)
+        .buffer_unordered(DELETES_AT_ONCE)
+        .filter(|deleted| std::future::ready(*deleted))
+        .count()
+        .await;
     if expired > 0 {
         tracing::debug!(expired, waiting = expiry.len(), "events expired");
     }
