@@ -16,7 +16,7 @@ use tower::ServiceExt;
 
 // As the binary: the figures should be the server's, not glibc malloc's.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: kbatch_alloc::Allocator = kbatch_alloc::Allocator;
 
 const CONTROLLER_UA: &str = "kube-controller-manager/v1.37.0 (linux/amd64) kbatch/job-controller";
 const KUBELET_UA: &str = "kubelet/v1.37.0 (linux/amd64) kbatch";

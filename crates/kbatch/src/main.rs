@@ -13,10 +13,10 @@ mod user_agent;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc rather than glibc malloc: under load the server and controllers allocate and free
+/// mimalloc (through kbatch-alloc) rather than glibc malloc: under load the server and controllers allocate and free
 /// many small JSON values; glibc spent about a fifth of the CPU in malloc/free.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: kbatch_alloc::Allocator = kbatch_alloc::Allocator;
 
 #[derive(Parser)]
 #[command(
