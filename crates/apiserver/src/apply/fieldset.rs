@@ -252,6 +252,22 @@ impl FieldSet {
         self.0.get(pe).map(|n| (n.member, &n.children))
     }
 
+    /// `child` of the field `name`, without building its path element. Fields sort first and
+    /// by name, so the scan stops at the first element past it.
+    pub fn child_field(&self, name: &str) -> Option<(bool, &FieldSet)> {
+        for (pe, n) in &self.0 {
+            let PathElement::Field(f) = pe else {
+                break;
+            };
+            match f.as_str().cmp(name) {
+                Ordering::Less => {}
+                Ordering::Equal => return Some((n.member, &n.children)),
+                Ordering::Greater => break,
+            }
+        }
+        None
+    }
+
     pub fn union(&mut self, other: &FieldSet) {
         for (pe, n) in &other.0 {
             let mine = self.0.entry(pe.clone()).or_default();

@@ -823,3 +823,25 @@ async fn events_apply_in_both_views() {
     assert_eq!(core["message"], "second");
     assert_eq!(core["involvedObject"]["name"], "pi");
 }
+
+#[test]
+fn a_field_child_is_found_by_name_as_by_its_path_element() {
+    use super::fieldset::{FieldSet, PathElement};
+    let field = |f: &str| PathElement::Field(f.to_string());
+    let mut set = FieldSet::new();
+    set.insert(&[field("apiVersion")]);
+    set.insert(&[field("spec"), field("x")]);
+    set.insert(&[field("status")]);
+    set.insert(&[PathElement::Key(vec![("name".into(), json!("c"))])]);
+    set.insert(&[PathElement::Index(0)]);
+    for name in ["apiVersion", "spec", "status", "b", "zzz", "metadata", ""] {
+        assert_eq!(
+            set.child_field(name),
+            set.child(&field(name)),
+            "field {name:?}"
+        );
+    }
+    assert_eq!(set.child_field("spec").map(|(m, _)| m), Some(false));
+    assert_eq!(set.child_field("status").map(|(m, _)| m), Some(true));
+    assert!(FieldSet::new().child_field("spec").is_none());
+}

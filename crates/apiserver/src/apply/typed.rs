@@ -182,7 +182,7 @@ fn excluded<'a>(exclude: Option<&'a FieldSet>, k: &str) -> Option<Option<&'a Fie
     let Some(set) = exclude else {
         return Some(None);
     };
-    match set.child(&PathElement::Field(k.to_string())) {
+    match set.child_field(k) {
         Some((true, _)) => None,
         Some((false, below)) => Some(Some(below)),
         None => Some(None),
@@ -198,6 +198,13 @@ fn compare_at(
     c: &mut Comparison,
     depth: usize,
 ) -> Result<(), String> {
+    // An unchanged subtree has nothing added, removed or modified: one deep equality instead
+    // of a walk that names every path (a status update leaves the whole spec as it was).
+    if let (Some(a), Some(b)) = (lhs, rhs)
+        && a == b
+    {
+        return Ok(());
+    }
     if depth > super::MAX_DEPTH {
         return Err(format!("{}: nested too deeply", path_string(path)));
     }
