@@ -215,7 +215,7 @@ impl Renderer {
         let Some(tr) = self.table else {
             return output_bytes(self.res, o).ok();
         };
-        let v: serde_json::Value = serde_json::from_slice(&o.raw()).ok()?;
+        let v = crate::handlers::parse_stored_bytes(&o.raw()).ok()?;
         let row = table::row(self.res.kind, &v, jiff::Timestamp::now(), tr.include);
         let meta = json!({"resourceVersion": o.rv.to_string()});
         let t = table::table(
