@@ -6,7 +6,7 @@
 use jiff::Timestamp;
 use kbatch_api::k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+    ContainerStatus, HostIP, PodCondition, PodIP, PodStatus,
 };
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kbatch_api::keys::{POD_FAILED, POD_PENDING, POD_RUNNING, POD_SUCCEEDED};
@@ -387,13 +387,16 @@ pub fn is_kubelet_condition(type_: &str) -> bool {
     )
 }
 
-/// The pod's status with the executor's view applied: fields the executor does not own
-/// (qosClass, other conditions, nominatedNodeName, ...) are kept from `pod`; a condition's
-/// lastTransitionTime moves to `now` only when its status changes.
-pub fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
-    let old = pod.status.clone().unwrap_or_default();
+/// A pod's status (`old`, at the pod's `generation`) with the executor's view applied: fields
+/// the executor does not own (qosClass, other conditions, nominatedNodeName, ...) are kept; a
+/// condition's lastTransitionTime moves to `now` only when its status changes.
+pub fn status_after(
+    old: PodStatus,
+    generation: Option<i64>,
+    view: &PodView,
+    now: Timestamp,
+) -> PodStatus {
     let phase = reported_phase(view);
-    let generation = pod.metadata.generation;
     let mut conditions: Vec<PodCondition> = old
         .conditions
         .iter()
@@ -444,6 +447,16 @@ pub fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kbatch_api::k8s_openapi::api::core::v1::Pod;
+
+    fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
+        status_after(
+            pod.status.clone().unwrap_or_default(),
+            pod.metadata.generation,
+            view,
+            now,
+        )
+    }
     use serde_json::json;
 
     fn t(s: &str) -> Timestamp {

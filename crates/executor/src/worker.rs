@@ -868,38 +868,43 @@ impl Worker {
         }
     }
 
-    /// The latest pod, with the status this worker last wrote (plus other writers' conditions
+    /// The latest pod's status, as this worker last wrote it (plus other writers' conditions
     /// as the server has them): what the next status is computed against.
-    fn base_pod(&self) -> Pod {
-        let mut pod = (*self.latest).clone();
-        if let Some(written) = &self.written {
-            let mut s = written.clone();
-            let foreign = pod
-                .status
-                .as_ref()
-                .and_then(|st| st.conditions.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|c| !status::is_kubelet_condition(&c.type_));
-            let own = s
-                .conditions
-                .take()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|c| status::is_kubelet_condition(&c.type_));
-            s.conditions = Some(foreign.chain(own).collect());
-            pod.status = Some(s);
-        }
-        pod
+    fn base_status(&self) -> Option<PodStatus> {
+        let latest = self.latest.status.as_ref();
+        let Some(written) = &self.written else {
+            return latest.cloned();
+        };
+        let mut s = written.clone();
+        let foreign = latest
+            .and_then(|st| st.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|c| !status::is_kubelet_condition(&c.type_))
+            .cloned();
+        let own = s
+            .conditions
+            .take()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| status::is_kubelet_condition(&c.type_));
+        s.conditions = Some(foreign.chain(own).collect());
+        Some(s)
     }
 
     /// Write the status if it changed; conflicts re-read the pod and try again.
     async fn sync_status(&mut self) -> Sync {
         let view = self.view();
         for _ in 0..5 {
-            let base = self.base_pod();
-            let desired = status::pod_status(&base, &view, Timestamp::now());
-            if base.status.as_ref() == Some(&desired) {
+            let base = self.base_status();
+            let generation = self.latest.metadata.generation;
+            let desired = status::status_after(
+                base.clone().unwrap_or_default(),
+                generation,
+                &view,
+                Timestamp::now(),
+            );
+            if base.as_ref() == Some(&desired) {
                 self.status_retry_at = None;
                 return Sync::Done;
             }
