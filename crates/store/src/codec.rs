@@ -48,7 +48,7 @@ fn write_object(
         if i > 0 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut *out, k).map_err(serialize_err)?;
+        write_str(out, k)?;
         out.push(b':');
         match v {
             Value::Object(meta) if top && k == "metadata" => write_object(out, meta, false, gap)?,
@@ -56,11 +56,85 @@ fn write_object(
                 out.extend_from_slice(b"\"\"");
                 *gap = Some(out.len() - 1);
             }
-            _ => serde_json::to_writer(&mut *out, v).map_err(serialize_err)?,
+            _ => write_value(out, v)?,
         }
     }
     out.push(b'}');
     Ok(())
+}
+
+/// Writes `v` byte for byte as `serde_json::to_writer` does (compact): strings without
+/// anything to escape are copied as they are, checked eight bytes at a time; the rest (escapes,
+/// numbers) is serde_json's own writing. Documents are serialized on every write, and the
+/// byte-at-a-time escape check was most of it.
+fn write_value(out: &mut Vec<u8>, v: &Value) -> Result<(), StoreError> {
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => serde_json::to_writer(&mut *out, n).map_err(serialize_err)?,
+        Value::String(s) => write_str(out, s)?,
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(m) => {
+            out.push(b'{');
+            for (i, (k, item)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, k)?;
+                out.push(b':');
+                write_value(out, item)?;
+            }
+            out.push(b'}');
+        }
+    }
+    Ok(())
+}
+
+fn write_str(out: &mut Vec<u8>, s: &str) -> Result<(), StoreError> {
+    if needs_escape(s.as_bytes()) {
+        return serde_json::to_writer(&mut *out, s).map_err(serialize_err);
+    }
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+    Ok(())
+}
+
+/// Whether serde_json would escape any byte of `b`: a control character, a quote or a backslash.
+fn needs_escape(b: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // A byte of `x` is zero iff the high bit of this is set there (no false negatives; a
+    // false positive only sends the string to serde_json, which escapes exactly).
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        // Bytes below 0x20: x & 0xe0 is zero there.
+        let control = has_zero(x & 0xe0e0_e0e0_e0e0_e0e0);
+        let quote = has_zero(x ^ (ONES * u64::from(b'"')));
+        let backslash = has_zero(x ^ (ONES * u64::from(b'\\')));
+        if control | quote | backslash != 0 {
+            return true;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .any(|&c| c < 0x20 || c == b'"' || c == b'\\')
 }
 
 impl Unstamped {
@@ -139,6 +213,53 @@ pub(crate) fn decode_event(rec: &[u8]) -> Option<(EventType, String, &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_are_written_byte_for_byte_as_serde_json_writes_them() {
+        // The dictionary's objects, one per line, as kbatch stores them.
+        let mut cases: Vec<Value> = include_bytes!("pack/dictionary-1.json")
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("a dictionary object"))
+            .collect();
+        assert!(cases.len() >= 4);
+        cases.extend([
+            json!(null),
+            json!([
+                true,
+                false,
+                null,
+                0,
+                -1,
+                1.5,
+                -2.25e-7,
+                1e300,
+                u64::MAX,
+                i64::MIN
+            ]),
+            json!({"": "", "a\"b": "c\\d", "ctl": "\u{0}\u{1f}\t\n", "del": "\u{7f}",
+                "uni": "é—日本\u{1F600}", "long": "x".repeat(100), "nested": [[{}], {"k": []}]}),
+        ]);
+        // A byte that needs escaping at every position of strings of every length up to 24.
+        for len in 0..24 {
+            for at in 0..len {
+                for bad in ['"', '\\', '\u{0}', '\u{1f}', '\u{7f}', ' ', 'é'] {
+                    let s: String = (0..len).map(|i| if i == at { bad } else { 'a' }).collect();
+                    cases.push(Value::String(s));
+                }
+            }
+        }
+        for v in cases {
+            let mut ours = Vec::new();
+            write_value(&mut ours, &v).expect("writes");
+            let theirs = serde_json::to_vec(&v).expect("serializes");
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&theirs)
+            );
+        }
+    }
 
     #[test]
     fn event_round_trip() {
