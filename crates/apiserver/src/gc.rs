@@ -506,7 +506,7 @@ fn remove_finalizer(v: &mut Value, name: &str) -> bool {
 async fn edit(st: &ServerState, key: &str, change: impl Fn(&mut Value) -> bool) {
     for _ in 0..8 {
         let Some(cur) = st.store.get(key) else { return };
-        let Ok(mut v) = serde_json::from_slice::<Value>(&cur.raw()) else {
+        let Ok(mut v) = handlers::parse_stored_bytes(&cur.raw()) else {
             return;
         };
         if !change(&mut v) {

@@ -314,7 +314,7 @@ impl Follow {
         let Some(obj) = self.store.get(&self.key) else {
             return false;
         };
-        let Ok(pod) = serde_json::from_slice::<Value>(&obj.raw()) else {
+        let Ok(pod) = crate::handlers::parse_stored_bytes(&obj.raw()) else {
             return false;
         };
         if pod.pointer("/metadata/uid").and_then(Value::as_str) != Some(self.uid.as_str()) {

@@ -224,15 +224,13 @@ impl Inner {
         use std::io::Write;
         let bytes = line.encode()?;
         line.apply(&mut self.pods);
-        let live = self.pods.len() + self.pods.values().map(|r| r.processes.len()).sum::<usize>();
-        let Some(file) = self.file.as_mut() else {
-            // An earlier append failed, maybe halfway: start over from the live records rather
-            // than glue this line to a partial one.
-            return self.rewrite();
+        let rewrite_due = self.lines >= REWRITE_AFTER && self.lines >= 4 * self.live();
+        let file = match self.file.as_mut() {
+            Some(file) if !rewrite_due => file,
+            // Also after an earlier append failed, maybe halfway: start over from the live
+            // records rather than glue this line to a partial one.
+            _ => return self.rewrite(),
         };
-        if self.lines >= REWRITE_AFTER && self.lines >= 4 * live {
-            return self.rewrite();
-        }
         // One write of the whole line: appends never interleave within it.
         if let Err(e) = file.write_all(&bytes) {
             self.file = None;
@@ -240,6 +238,11 @@ impl Inner {
         }
         self.lines += 1;
         Ok(())
+    }
+
+    /// How many lines the live records take: a pod line and a line per process.
+    fn live(&self) -> usize {
+        self.pods.len() + self.pods.values().map(|r| r.processes.len()).sum::<usize>()
     }
 
     /// Replace the file with the live records: written aside, then renamed over it.

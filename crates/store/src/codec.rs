@@ -30,17 +30,26 @@ pub(crate) fn unstamped(mut value: Value) -> Result<Unstamped, StoreError> {
         .insert("resourceVersion".to_owned(), Value::String(String::new()));
     let mut out = Vec::with_capacity(2048);
     let mut gap = None;
-    write_object(&mut out, obj, true, &mut gap)?;
+    write_object(&mut out, obj, Level::Top, &mut gap)?;
     let gap = gap.ok_or(StoreError::BadObject)?;
     Ok(Unstamped { bytes: out, gap })
 }
 
-/// Writes `obj` compactly, as serde_json does. At the top (`top`), `metadata` is written by
-/// this function too; in it, the resourceVersion's value is left empty and `gap` notes where.
+/// Where an object sits in the document: the resourceVersion left empty is the one of the
+/// top-level object's `metadata`, nowhere else.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Top,
+    Metadata,
+    Inner,
+}
+
+/// Writes `obj` compactly, as serde_json does; in the top-level `metadata` the
+/// resourceVersion's value is left empty and `gap` notes where.
 fn write_object(
     out: &mut Vec<u8>,
     obj: &Map<String, Value>,
-    top: bool,
+    level: Level,
     gap: &mut Option<usize>,
 ) -> Result<(), StoreError> {
     out.push(b'{');
@@ -51,12 +60,14 @@ fn write_object(
         write_str(out, k)?;
         out.push(b':');
         match v {
-            Value::Object(meta) if top && k == "metadata" => write_object(out, meta, false, gap)?,
-            _ if !top && k == "resourceVersion" => {
+            Value::Object(meta) if level == Level::Top && k == "metadata" => {
+                write_object(out, meta, Level::Metadata, gap)?
+            }
+            _ if level == Level::Metadata && k == "resourceVersion" => {
                 out.extend_from_slice(b"\"\"");
                 *gap = Some(out.len() - 1);
             }
-            _ => write_value(out, v)?,
+            _ => write_value(out, v, gap)?,
         }
     }
     out.push(b'}');
@@ -67,7 +78,7 @@ fn write_object(
 /// anything to escape are copied as they are, checked eight bytes at a time; the rest (escapes,
 /// numbers) is serde_json's own writing. Documents are serialized on every write, and the
 /// byte-at-a-time escape check was most of it.
-fn write_value(out: &mut Vec<u8>, v: &Value) -> Result<(), StoreError> {
+fn write_value(out: &mut Vec<u8>, v: &Value, gap: &mut Option<usize>) -> Result<(), StoreError> {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -80,22 +91,11 @@ fn write_value(out: &mut Vec<u8>, v: &Value) -> Result<(), StoreError> {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, item)?;
+                write_value(out, item, gap)?;
             }
             out.push(b']');
         }
-        Value::Object(m) => {
-            out.push(b'{');
-            for (i, (k, item)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, k)?;
-                out.push(b':');
-                write_value(out, item)?;
-            }
-            out.push(b'}');
-        }
+        Value::Object(m) => write_object(out, m, Level::Inner, gap)?,
     }
     Ok(())
 }
@@ -252,7 +252,7 @@ mod tests {
         }
         for v in cases {
             let mut ours = Vec::new();
-            write_value(&mut ours, &v).expect("writes");
+            write_value(&mut ours, &v, &mut None).expect("writes");
             let theirs = serde_json::to_vec(&v).expect("serializes");
             assert_eq!(
                 String::from_utf8_lossy(&ours),

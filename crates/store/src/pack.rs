@@ -76,7 +76,8 @@ pub(crate) fn pack(doc: &Unstamped) -> Result<Bytes, StoreError> {
     }
     with_scratch(|scratch| {
         scratch.clear();
-        let dict = compress::dictionary_1(DICTIONARY_1);
+        static PRIMED_1: std::sync::OnceLock<compress::Dictionary> = std::sync::OnceLock::new();
+        let dict = PRIMED_1.get_or_init(|| compress::Dictionary::new(DICTIONARY_1));
         let done = COMPRESSOR.with_borrow_mut(|c| {
             let done = compress::compress(dict, json, c, scratch);
             c.shrink_if_above(1 << 20);

@@ -11,8 +11,6 @@
 //! extended forwards and backwards. It keeps the block format's end rules: no match starts in
 //! the last 12 bytes and the last 5 bytes are literals.
 
-use std::sync::OnceLock;
-
 const HASH_LOG: u32 = 12;
 const TABLE: usize = 1 << HASH_LOG;
 const MIN_MATCH: usize = 4;
@@ -188,12 +186,6 @@ pub(crate) fn compress(
     Some(())
 }
 
-/// The dictionary `pack` compresses against, primed on first use.
-pub(crate) fn dictionary_1(bytes: &'static [u8]) -> &'static Dictionary {
-    static DICT: OnceLock<Dictionary> = OnceLock::new();
-    DICT.get_or_init(|| Dictionary::new(bytes))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,7 +197,8 @@ mod tests {
         thread_local! {
             static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
         }
-        let dict = dictionary_1(DICT);
+        static PRIMED: std::sync::OnceLock<Dictionary> = std::sync::OnceLock::new();
+        let dict = PRIMED.get_or_init(|| Dictionary::new(DICT));
         let mut out = Vec::new();
         SCRATCH
             .with_borrow_mut(|scratch| compress(dict, input, scratch, &mut out))
