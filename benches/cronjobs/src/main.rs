@@ -9,7 +9,9 @@
 //! `cronjob_controller_job_creation_skew_duration_seconds`, is scraped from `/metrics` at the
 //! end as a second view, with the server's mean time per kind of write
 //! (`apiserver_request_duration_seconds`: the Job creates and CronJob status writes a firing
-//! waits on).
+//! waits on). For each firing it also prints each part's CPU per Job (API server, controllers,
+//! store writer, executor; from the threads' `/proc` stat) and the server's writes by kind
+//! between the boundary and the firing's last Job seen created: what creating them cost.
 //!
 //! Run: `cargo build --release -p kbatch -p kbatch-bench-cronjobs &&
 //! target/release/kbatch-bench-cronjobs --cronjobs 10000 --minutes 3`
@@ -17,6 +19,8 @@
 
 #[path = "../../jobs/src/latency.rs"]
 mod latency;
+#[path = "../../jobs/src/threads.rs"]
+mod threads;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -283,6 +287,12 @@ async fn main() -> anyhow::Result<()> {
         .boxed();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut cpu_done: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+    // Each part's CPU from a boundary until its firing's last Job is seen created.
+    let mut threads_at: BTreeMap<i64, threads::Snapshot> = BTreeMap::new();
+    let mut creating_cpu: BTreeMap<i64, BTreeMap<&'static str, f64>> = BTreeMap::new();
+    // And the server's writes by kind over the same span.
+    let mut writes_at: BTreeMap<i64, Vec<latency::WriteLatency>> = BTreeMap::new();
+    let mut creating_writes: BTreeMap<i64, String> = BTreeMap::new();
     let mut last_rv = rv.clone();
     let mut complete: HashSet<String> = HashSet::new();
     loop {
@@ -290,6 +300,12 @@ async fn main() -> anyhow::Result<()> {
         for b in &boundaries {
             if now >= *b as f64 && !cpu_at.contains_key(b) {
                 cpu_at.insert(*b, usage(pid)?.0);
+                threads_at.insert(*b, threads::snapshot(pid));
+                let text = client
+                    .request_text(http_get("/metrics")?)
+                    .await
+                    .unwrap_or_default();
+                writes_at.insert(*b, latency::write_latencies(&text));
             }
         }
         // A firing is done once all its Jobs are Complete: note the CPU then.
@@ -332,6 +348,22 @@ async fn main() -> anyhow::Result<()> {
                             f.seen.insert(name.clone());
                             f.skews.push(seen - s as f64);
                             f.last_created = f.last_created.max(seen);
+                            if f.seen.len() == args.cronjobs
+                                && let Some(before) = threads_at.get(&s)
+                            {
+                                creating_cpu
+                                    .insert(s, threads::by_part(before, &threads::snapshot(pid)));
+                                let text = client
+                                    .request_text(http_get("/metrics")?)
+                                    .await
+                                    .unwrap_or_default();
+                                if let Some(before) = writes_at.get(&s) {
+                                    creating_writes.insert(
+                                        s,
+                                        latency::count_since(before, &latency::write_latencies(&text)),
+                                    );
+                                }
+                            }
                         }
                         if is_complete(&j) && complete.insert(name) {
                             f.completed += 1;
@@ -395,6 +427,18 @@ async fn main() -> anyhow::Result<()> {
             f.last_complete - *b as f64,
             busy_pct,
         );
+    }
+    for (b, parts) in &creating_cpu {
+        println!(
+            "CPU per Job until the last of {} was created: {}",
+            jiff::Timestamp::from_second(*b)
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+            threads::per_unit(parts, args.cronjobs)
+        );
+        if let Some(w) = creating_writes.get(b) {
+            println!("  writes meanwhile: {w}");
+        }
     }
     all.sort_by(f64::total_cmp);
     println!();

@@ -75,6 +75,28 @@ pub fn print(latencies: &[WriteLatency], min_count: f64) {
     }
 }
 
+/// `POST jobs 10000, PUT cronjobs/status 9500, ...`: the writes of each kind between two
+/// readings, most first.
+#[allow(dead_code)] // Used by the CronJob benchmark only.
+pub fn count_since(before: &[WriteLatency], after: &[WriteLatency]) -> String {
+    let mut v: Vec<(&str, f64)> = after
+        .iter()
+        .map(|a| {
+            let earlier = before
+                .iter()
+                .find(|b| b.kind == a.kind)
+                .map_or(0.0, |b| b.count);
+            (a.kind.as_str(), a.count - earlier)
+        })
+        .filter(|(_, n)| *n > 0.0)
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v.iter()
+        .map(|(k, n)| format!("{k} {n:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +121,25 @@ apiserver_request_duration_seconds_count{verb="LIST",dry_run="",group="",version
             got,
             [("POST pods", 2.0, 2000), ("PUT jobs/status", 1.0, 3000)]
         );
+    }
+
+    #[test]
+    fn writes_are_counted_between_readings() {
+        let w = |kind: &str, count: f64| WriteLatency {
+            kind: kind.to_string(),
+            count,
+            mean: Duration::ZERO,
+        };
+        let before = [w("POST jobs", 5.0), w("POST events", 1.0)];
+        let after = [
+            w("POST events", 4.0),
+            w("POST jobs", 15.0),
+            w("PUT cronjobs/status", 2.0),
+        ];
+        assert_eq!(
+            count_since(&before, &after),
+            "POST jobs 10, POST events 3, PUT cronjobs/status 2"
+        );
+        assert_eq!(count_since(&after, &after), "");
     }
 }

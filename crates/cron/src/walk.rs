@@ -111,8 +111,34 @@ fn never_matches(f: &Fields) -> bool {
     empty(f.second) || empty(f.minute) || empty(f.hour) || empty(f.month) || day_empty
 }
 
+/// The first value set in `bits` from `from` up to `limit` (exclusive), or `limit`.
+fn next_set(bits: u64, from: i64, limit: i64) -> i64 {
+    (from..limit).find(|v| has(bits, *v)).unwrap_or(limit)
+}
+
+/// Whether the zone keeps one offset from `t` through `t + d`: then robfig's `d` steps of one
+/// unit visit the wall times in between in order, and jumping straight over them lands where
+/// they would.
+fn offset_holds(tz: &TimeZone, t: i64, d: i64) -> bool {
+    let Ok(ts) = Timestamp::from_second(t) else {
+        return false;
+    };
+    match tz.following(ts).next() {
+        Some(transition) => transition.timestamp().as_second() > t + d,
+        None => true,
+    }
+}
+
 /// The first activation strictly after `after`, or `None` where robfig returns the zero time.
 pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timestamp> {
+    walk(f, tz, after, true)
+}
+
+/// robfig's walk. With `jumps`, the minute and second steps skip values that cannot match
+/// where the zone's offset holds (robfig steps through each: 59 steps from one `* * * * *`
+/// activation to the next); without, every step is taken, as the reference the tests hold
+/// the jumps to.
+fn walk(f: &Fields, tz: &TimeZone, after: Timestamp, jumps: bool) -> Option<Timestamp> {
     if never_matches(f) {
         return None;
     }
@@ -198,12 +224,20 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
 
         while !has(f.minute, c.minute) {
             step()?;
+            // A jump needs `c` to be the clock at `t`, which the truncation below changes.
+            let mut d = 60;
             if !added {
                 added = true;
                 // Go truncates absolute time, not the wall clock.
                 t = t.div_euclid(60) * 60;
+            } else {
+                d = 60 * (next_set(f.minute, c.minute + 1, 60) - c.minute);
             }
-            t += 60;
+            t += if jumps && d > 60 && offset_holds(tz, t, d) {
+                d
+            } else {
+                60
+            };
             c = clock(tz, t)?;
             if c.minute == 0 {
                 continue 'wrap;
@@ -214,7 +248,12 @@ pub(crate) fn next(f: &Fields, tz: &TimeZone, after: Timestamp) -> Option<Timest
             step()?;
             // The time is already on a whole second, so robfig's truncation is a no-op.
             added = true;
-            t += 1;
+            let d = next_set(f.second, c.second + 1, 60) - c.second;
+            t += if jumps && d > 1 && offset_holds(tz, t, d) {
+                d
+            } else {
+                1
+            };
             c = clock(tz, t)?;
             if c.second == 0 {
                 continue 'wrap;
@@ -239,6 +278,91 @@ fn add_date(tz: &TimeZone, c: &Clock, months: i64, days: i64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The jumps land exactly where robfig's single steps do: random minute and second sets
+    /// (sparse and dense), in zones with DST of an hour and of half an hour, with offsets that
+    /// are not whole minutes (local mean time before 1900), and one that skipped a day; from
+    /// starts spread over years and around transitions.
+    #[test]
+    fn jumps_land_where_single_steps_do() {
+        let zones = [
+            "UTC",
+            "America/New_York",
+            "Europe/Berlin",
+            "Australia/Lord_Howe",
+            "Asia/Kolkata",
+            "Africa/Monrovia",
+            "Europe/Amsterdam",
+            "Pacific/Apia",
+            "America/St_Johns",
+        ];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let bits = |rand: &mut dyn FnMut() -> u64, n: i64| -> u64 {
+            match rand() % 4 {
+                0 => 1 << (rand() % n as u64),
+                1 => rand() & ((1u64 << n) - 1),
+                2 => (1 << (rand() % n as u64)) | (1 << (rand() % n as u64)),
+                _ => ((1u64 << n) - 1) | STAR_BIT,
+            }
+        };
+        // Real zones change offset at whole wall-clock minutes or by whole hours, where a jump
+        // and the single steps agree even across the change; this rule's changes (by 30 min
+        // and 17 s, at 02:17:23 and 03:00:41) are what the offset check is for.
+        let odd = TimeZone::posix("XST0XDT-0:30:17,M3.2.0/2:17:23,M11.1.0/3:00:41").unwrap();
+        let mut checked = 0;
+        for zone in zones.iter().chain(["odd"].iter()) {
+            let tz = match *zone {
+                "odd" => odd.clone(),
+                name => TimeZone::get(name).unwrap(),
+            };
+            // Starts: around each transition of a few eras, and at random instants.
+            let mut starts: Vec<i64> = Vec::new();
+            for year in [1890, 1937, 2011, 2024] {
+                let from = Timestamp::from_second(days_from_civil(year, 1, 1) * 86_400).unwrap();
+                for tr in tz.following(from).take(4) {
+                    let at = tr.timestamp().as_second();
+                    starts.extend([at - 3600, at - 1799, at - 61, at - 37, at - 1, at, at + 59]);
+                }
+            }
+            for _ in 0..10 {
+                starts.push((rand() % (130 * 365 * 86_400)) as i64 - 60 * 365 * 86_400);
+            }
+            for start in starts {
+                for _ in 0..12 {
+                    let f = Fields {
+                        second: bits(&mut rand, 60),
+                        minute: bits(&mut rand, 60),
+                        hour: if rand() % 2 == 0 {
+                            bits(&mut rand, 24)
+                        } else {
+                            ((1u64 << 24) - 1) | STAR_BIT
+                        },
+                        dom: ((1u64 << 32) - 2) | STAR_BIT,
+                        month: ((1u64 << 13) - 2) | STAR_BIT,
+                        dow: ((1u64 << 7) - 1) | STAR_BIT,
+                    };
+                    let mut a = Timestamp::from_second(start).unwrap();
+                    for _ in 0..3 {
+                        let fast = walk(&f, &tz, a, true);
+                        let slow = walk(&f, &tz, a, false);
+                        assert_eq!(fast, slow, "{zone} {f:?} after {a}");
+                        checked += 1;
+                        match fast {
+                            Some(n) => a = n,
+                            None => break,
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
+    }
 
     /// Go's `time.Date` in gaps and folds, as measured with Go: it is not jiff's `Compatible`
     /// (in New York a gap resolves to the earlier offset, in Berlin a fold to the later one).
