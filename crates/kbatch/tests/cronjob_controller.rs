@@ -231,6 +231,67 @@ async fn a_due_schedule_creates_a_named_owned_job() {
     wait_event(&client, "CronJob", "nightly", "SawCompletedJob").await;
 }
 
+/// Many CronJobs due at once with few workers: the status writes after their creations wait
+/// for the other creations (the key stays taken meanwhile), and each CronJob still gets
+/// exactly one Job and a status that records it.
+#[tokio::test]
+async fn many_cronjobs_due_at_once_each_get_one_job_and_record_it() {
+    let server = Server::start_with(&[
+        "--controllers",
+        "cronjob",
+        "--concurrent-cron-job-syncs",
+        "2",
+    ])
+    .await;
+    let client = server.client().await;
+    let (cronjobs, jobs) = apis(&client);
+    let names: Vec<String> = (0..24).map(|i| format!("fleet-{i}")).collect();
+    for name in &names {
+        cronjobs
+            .create(
+                &PostParams::default(),
+                &cronjob(name, json!({"suspend": true})),
+            )
+            .await
+            .expect("create");
+        make_due(&cronjobs, name).await;
+    }
+    // Resumed together: they queue up behind the two workers.
+    let (pp, resume) = (
+        PatchParams::default(),
+        Patch::Merge(json!({"spec": {"suspend": false}})),
+    );
+    futures::future::join_all(names.iter().map(|name| cronjobs.patch(name, &pp, &resume)))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .expect("resume");
+
+    for name in &names {
+        let created = wait_jobs(&jobs, name, 1).await;
+        wait_recorded(&cronjobs, name, &created).await;
+        let status = cronjobs
+            .get(name)
+            .await
+            .expect("get")
+            .status
+            .expect("status");
+        assert_eq!(
+            status
+                .last_schedule_time
+                .map(|t| t.0.to_string())
+                .as_deref(),
+            Some("2026-01-01T00:00:00Z"),
+            "{name}"
+        );
+    }
+    // Nothing was synced twice into a second Job.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for name in &names {
+        assert_eq!(jobs_of(&jobs, name).await.len(), 1, "{name}");
+    }
+}
+
 #[tokio::test]
 async fn forbid_skips_a_run_while_the_last_one_is_active() {
     let server = server().await;

@@ -14,7 +14,8 @@ use kbatch_api::k8s_openapi::jiff::Timestamp;
 use kbatch_api::k8s_openapi::jiff::tz::TimeZone;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::{Client, ResourceExt};
-use tokio::sync::{mpsc, watch};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::{Notify, mpsc, watch};
 use tracing::{debug, info, warn};
 
 use super::template::{controller_of, is_controlled_by};
@@ -74,6 +75,75 @@ struct Inner {
     recorder: EventRecorder,
     /// Schedules without spec.timeZone are in the controller's local zone, as upstream.
     zone: TimeZone,
+    creations: CreationGate,
+}
+
+/// Job creations in flight, and the status writes that wait for them (and for the CronJobs
+/// still queued) to end.
+#[derive(Default)]
+struct CreationGate {
+    creating: AtomicUsize,
+    settled: Notify,
+}
+
+/// One Job creation in flight; it ends when dropped.
+struct Creating<'a>(&'a CreationGate);
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        if self.0.creating.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.settled.notify_waiters();
+        }
+    }
+}
+
+impl CreationGate {
+    fn begin(&self) -> Creating<'_> {
+        self.creating.fetch_add(1, Ordering::AcqRel);
+        Creating(self)
+    }
+
+    /// Whether a creation is in flight or `queued` says work is waiting.
+    fn busy(&self, queued: bool) -> bool {
+        queued || self.creating.load(Ordering::Acquire) > 0
+    }
+
+    /// Wakes the writers waiting in [`CreationGate::wait`] to look again.
+    fn poke(&self) {
+        self.settled.notify_waiters();
+    }
+
+    /// Waits until no creation is in flight and `queued()` is false, or until `deadline`.
+    async fn wait(&self, queued: impl Fn() -> bool, deadline: tokio::time::Instant) {
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a wake-up between the two is not lost.
+            notified.as_mut().enable();
+            if !self.busy(queued()) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The longest a CronJob's status write waits for other CronJobs' Job creations: the bound
+/// on how far `status.lastScheduleTime` can trail the Job it records.
+const STATUS_DEFERRAL: Duration = Duration::from_secs(2);
+
+/// What a sync leaves to do once its deletions and creation are done.
+struct Finish {
+    api: Api<CronJob>,
+    name: String,
+    /// The CronJob with the status to write, if one is due.
+    status: Option<CronJob>,
+    /// Whether this sync created a Job.
+    created: bool,
+    error: Option<String>,
+    requeue_after: Option<Duration>,
 }
 
 /// Runs the controller until `shutdown` turns true.
@@ -101,6 +171,7 @@ pub async fn run(
         ),
         recorder,
         zone: TimeZone::system(),
+        creations: CreationGate::default(),
     });
     let dispatcher = tokio::spawn(Arc::clone(&inner).dispatch(cj_changes, job_changes));
     tokio::select! {
@@ -119,8 +190,7 @@ pub async fn run(
         let inner = Arc::clone(&inner);
         workers.push(tokio::spawn(async move {
             while let Some(key) = inner.queue.get().await {
-                inner.process(&key).await;
-                inner.queue.done(&key);
+                Arc::clone(&inner).process(key).await;
             }
         }));
     }
@@ -228,22 +298,75 @@ impl Inner {
         }
     }
 
-    async fn process(&self, key: &str) {
-        match self.sync(key).await {
-            Ok(Some(after)) => {
-                self.queue.forget(&key.to_string());
-                self.queue.add_after(key.to_string(), after);
+    /// Syncs `key` and marks it done. A status write that follows a Job creation while other
+    /// CronJobs still wait for theirs (a firing of many at the same time) is left to a task
+    /// of its own that waits for those creations first, and the worker goes on to the next
+    /// CronJob: each of a firing's Jobs is then created before any of its status writes
+    /// competes with them for the server. The key stays processing until its write is done,
+    /// so the CronJob is never synced twice at once.
+    async fn process(self: Arc<Self>, key: String) {
+        let result = match self.sync(&key).await {
+            Ok(Some(f)) if f.created && f.status.is_some() && self.firing() => {
+                tokio::spawn(async move {
+                    self.after_creations().await;
+                    let result = self.finish(f).await;
+                    self.settle(&key, result);
+                });
+                return;
             }
-            Ok(None) => self.queue.forget(&key.to_string()),
+            Ok(Some(f)) => self.finish(f).await,
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
+        self.settle(&key, result);
+    }
+
+    /// Requeues `key` as the sync's result says, and marks it done.
+    fn settle(&self, key: &String, result: Result<Option<Duration>, SyncError>) {
+        match result {
+            Ok(Some(after)) => {
+                self.queue.forget(key);
+                self.queue.add_after(key.clone(), after);
+            }
+            Ok(None) => self.queue.forget(key),
             Err(e) => {
                 warn!(cronjob = %key, error = %e, "syncing cronjob failed");
-                self.queue.add_rate_limited(key.to_string());
+                self.queue.add_rate_limited(key.clone());
             }
+        }
+        self.queue.done(key);
+        if !self.firing() {
+            self.creations.poke();
         }
     }
 
-    /// One sync; returns when to look again.
-    async fn sync(&self, key: &str) -> Result<Option<Duration>, SyncError> {
+    /// Whether Job creations are under way or CronJobs wait to be synced.
+    fn firing(&self) -> bool {
+        self.creations.busy(!self.queue.is_empty())
+    }
+
+    /// Waits until no Job creation is under way and no CronJob waits, at most
+    /// [`STATUS_DEFERRAL`].
+    async fn after_creations(&self) {
+        let deadline = tokio::time::Instant::now() + STATUS_DEFERRAL;
+        self.creations
+            .wait(|| !self.queue.is_empty(), deadline)
+            .await;
+    }
+
+    /// The status write, then the sync's error or next look.
+    async fn finish(&self, f: Finish) -> Result<Option<Duration>, SyncError> {
+        if let Some(updated) = &f.status {
+            writes::replace_status_named(&f.api, &f.name, &PostParams::default(), updated).await?;
+        }
+        if let Some(err) = f.error {
+            return Err(SyncError::Plan(err));
+        }
+        Ok(f.requeue_after)
+    }
+
+    /// One sync up to its status write; `None` when the CronJob is gone.
+    async fn sync(&self, key: &str) -> Result<Option<Finish>, SyncError> {
         let Ok((ns, name)) = split_key(key) else {
             return Ok(None);
         };
@@ -302,22 +425,28 @@ impl Inner {
         // 2-4. Deletions, the creation, and a second decision when they did not all go as
         // planned (or to record the created Job's UID).
         let outcomes = self.execute(&job_api, &plan).await;
-        if let Some(outcomes) = outcomes {
-            plan = sync_with(&cached, &children, now, &self.zone, &lookups, &outcomes);
+        if let Some(outcomes) = &outcomes {
+            plan = sync_with(&cached, &children, now, &self.zone, &lookups, outcomes);
         }
 
         // 5. Events, status, and the next look. Events first: upstream records them while
         // deciding, so a status write that fails (a conflict) does not lose them.
         self.emit(&cached, &plan.events);
-        if let Some(status) = plan.status.clone() {
+        let status = plan.status.take().map(|status| {
             let mut updated = (*cached).clone();
             updated.status = Some(status);
-            writes::replace_status_lean(&cj_api, name, &PostParams::default(), &updated).await?;
-        }
-        if let Some(err) = plan.error.clone() {
-            return Err(SyncError::Plan(err));
-        }
-        Ok(plan.requeue_after)
+            updated
+        });
+        Ok(Some(Finish {
+            api: cj_api,
+            name: name.to_string(),
+            status,
+            created: outcomes
+                .as_ref()
+                .is_some_and(|o| matches!(o.create, CreateOutcome::CreatedAs(_))),
+            error: plan.error.take(),
+            requeue_after: plan.requeue_after,
+        }))
     }
 
     /// Deletes and creates what `plan` says. `Some(outcomes)` when the plan must be decided
@@ -366,7 +495,16 @@ impl Inner {
         }
         if let (Some(job), Some(scheduled)) = (plan.job_to_create.as_ref(), plan.scheduled_time) {
             redo = true;
-            outcomes.create = match writes::create_lean(api, &PostParams::default(), job).await {
+            let creating = self.creations.begin();
+            // The plan needs only the created Job's metadata (its reference and event).
+            let created = writes::create_metadata(api, &PostParams::default(), job)
+                .await
+                .map(|metadata| Job {
+                    metadata,
+                    ..Job::default()
+                });
+            drop(creating);
+            outcomes.create = match created {
                 Ok(created) => {
                     if let Some(ct) = created.metadata.creation_timestamp.as_ref() {
                         let skew = ct.0.duration_since(scheduled).as_secs_f64().max(0.0);
@@ -391,6 +529,60 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A status write waits while a creation is in flight or CronJobs are queued, wakes when
+    /// the last creation ends, and never waits past its deadline.
+    #[tokio::test(start_paused = true)]
+    async fn status_writes_wait_for_creations() {
+        use std::sync::atomic::AtomicBool;
+        use tokio::time::{Instant, sleep};
+
+        let gate = Arc::new(CreationGate::default());
+        let queued = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let far = start + Duration::from_secs(60);
+
+        // Nothing in flight: no wait.
+        gate.wait(|| queued.load(Ordering::Acquire), far).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+
+        // Two creations; the writer goes when the second one ends, not the first.
+        let (a, b) = (Arc::clone(&gate), Arc::clone(&gate));
+        let ends = tokio::spawn(async move {
+            let first = a.begin();
+            let second = b.begin();
+            sleep(Duration::from_millis(100)).await;
+            drop(first);
+            sleep(Duration::from_millis(100)).await;
+            drop(second);
+        });
+        tokio::task::yield_now().await;
+        let q = Arc::clone(&queued);
+        gate.wait(move || q.load(Ordering::Acquire), far).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(200));
+        ends.await.unwrap();
+
+        // Queued work holds the writer until a poke finds the queue empty.
+        queued.store(true, Ordering::Release);
+        let (g, q) = (Arc::clone(&gate), Arc::clone(&queued));
+        let drains = tokio::spawn(async move {
+            sleep(Duration::from_millis(50)).await;
+            g.poke(); // still queued: the writer keeps waiting
+            sleep(Duration::from_millis(50)).await;
+            q.store(false, Ordering::Release);
+            g.poke();
+        });
+        let q = Arc::clone(&queued);
+        gate.wait(move || q.load(Ordering::Acquire), far).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(300));
+        drains.await.unwrap();
+
+        // Work that never ends: the deadline lets the writer go.
+        let _stuck = gate.begin();
+        let deadline = Instant::now() + STATUS_DEFERRAL;
+        gate.wait(|| false, deadline).await;
+        assert_eq!(Instant::now(), deadline);
+    }
 
     #[test]
     fn skew_buckets_match_upstream() {

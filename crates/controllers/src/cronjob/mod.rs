@@ -529,12 +529,35 @@ pub fn requeue_on_update(
     requeue_after_schedule_change(new, now, default_zone).map(|d| d.unwrap_or(Duration::ZERO))
 }
 
+/// The fields of a CronJob's spec that scheduling reads, copied out so that the decision can
+/// change the CronJob meanwhile without copying its Job template.
+struct ScheduleSpec {
+    time_zone: Option<String>,
+    suspend: Option<bool>,
+    schedule: String,
+    starting_deadline_seconds: Option<i64>,
+    concurrency_policy: Option<String>,
+}
+
+impl ScheduleSpec {
+    fn of(cj: &CronJob) -> ScheduleSpec {
+        let s = &cj.spec;
+        ScheduleSpec {
+            time_zone: s.time_zone.clone(),
+            suspend: s.suspend,
+            schedule: s.schedule.clone(),
+            starting_deadline_seconds: s.starting_deadline_seconds,
+            concurrency_policy: s.concurrency_policy.clone(),
+        }
+    }
+}
+
 fn schedule_next(d: &mut Decision, now: Timestamp, zone: &TimeZone, outcomes: &Outcomes) {
     if d.cj.metadata.deletion_timestamp.is_some() {
         d.plan.stop = Some(Stop::BeingDeleted);
         return;
     }
-    let spec = d.cj.spec.clone();
+    let spec = ScheduleSpec::of(&d.cj);
     if let Some(tz) = spec.time_zone.as_deref()
         && let Err(e) = kbatch_cron::load_location(tz)
     {
@@ -667,15 +690,19 @@ fn schedule_next(d: &mut Decision, now: Timestamp, zone: &TimeZone, outcomes: &O
             return;
         }
     };
-    d.plan.job_to_create = Some(job.clone());
+    // Planned before the outcome is known: the same plan serves to make the creation and to
+    // decide again after it.
+    let planned_ref = template::job_ref(&job);
+    let planned_event = created_event(&job);
+    d.plan.job_to_create = Some(job);
     let created = match &outcomes.create {
         CreateOutcome::Created => {
-            d.event(created_event(&job));
-            job
+            d.event(planned_event);
+            planned_ref
         }
         CreateOutcome::CreatedAs(j) => {
             d.event(created_event(j));
-            (**j).clone()
+            template::job_ref(j)
         }
         CreateOutcome::NamespaceTerminating => {
             d.plan.error = Some("namespace is being terminated".into());
@@ -694,7 +721,7 @@ fn schedule_next(d: &mut Decision, now: Timestamp, zone: &TimeZone, outcomes: &O
             if !template::is_controlled_by(existing, &d.cj) || in_active(&d.cj, uid_of(existing)) {
                 return;
             }
-            (**existing).clone()
+            template::job_ref(existing)
         }
         CreateOutcome::Failed(err) => {
             d.event(CronJobEvent::warning(
@@ -705,12 +732,8 @@ fn schedule_next(d: &mut Decision, now: Timestamp, zone: &TimeZone, outcomes: &O
             return;
         }
     };
-
     let status = d.cj.status.get_or_insert_with(Default::default);
-    status
-        .active
-        .get_or_insert_with(Vec::new)
-        .push(template::job_ref(&created));
+    status.active.get_or_insert_with(Vec::new).push(created);
     status.last_schedule_time = Some(Time(scheduled));
     d.update = true;
     d.plan.requeue_after = requeue(&d.cj);

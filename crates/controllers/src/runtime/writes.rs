@@ -8,6 +8,7 @@
 //! without its managedFields, which no controller reads.
 
 use kbatch_api::lean::Lean;
+use kube::api::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::Request;
 use kube::{Api, Resource};
@@ -34,12 +35,7 @@ pub async fn create_named<K>(api: &Api<K>, pp: &PostParams, obj: &K) -> Result<W
 where
     K: Resource + Serialize + Clone,
 {
-    let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
-    let mut req = Request::new(api.resource_url())
-        .create(pp, body)
-        .map_err(kube::Error::BuildRequest)?;
-    req.extensions_mut().insert("create");
-    let created: Named = api.clone().into_client().request(req).await?;
+    let created: Named = send_create(api, pp, obj).await?;
     Ok(created.metadata)
 }
 
@@ -62,18 +58,37 @@ where
     Ok(patched.metadata)
 }
 
-/// `Api::create`, returning the created object without its managedFields.
-pub async fn create_lean<K>(api: &Api<K>, pp: &PostParams, obj: &K) -> Result<K, kube::Error>
+/// An object's metadata alone.
+#[derive(Deserialize)]
+struct MetadataOnly {
+    metadata: ObjectMeta,
+}
+
+/// `Api::create`, returning the created object's metadata without its managedFields.
+pub async fn create_metadata<K>(
+    api: &Api<K>,
+    pp: &PostParams,
+    obj: &K,
+) -> Result<ObjectMeta, kube::Error>
 where
-    K: Resource + Serialize + DeserializeOwned + Clone,
+    K: Resource + Serialize + Clone,
 {
-    let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
-    let mut req = Request::new(api.resource_url())
-        .create(pp, body)
-        .map_err(kube::Error::BuildRequest)?;
-    req.extensions_mut().insert("create");
-    let created: Lean<K> = api.clone().into_client().request(req).await?;
-    Ok(created.0)
+    let created: Lean<MetadataOnly> = send_create(api, pp, obj).await?;
+    Ok(created.0.metadata)
+}
+
+/// `Api::replace_status`, returning the written object's name and resourceVersion.
+pub async fn replace_status_named<K>(
+    api: &Api<K>,
+    name: &str,
+    pp: &PostParams,
+    obj: &K,
+) -> Result<Written, kube::Error>
+where
+    K: Resource + Serialize + Clone,
+{
+    let written: Named = send_replace_status(api, name, pp, obj).await?;
+    Ok(written.metadata)
 }
 
 /// `Api::replace_status`, returning the written object without its managedFields.
@@ -86,11 +101,39 @@ pub async fn replace_status_lean<K>(
 where
     K: Resource + Serialize + DeserializeOwned + Clone,
 {
+    let written: Lean<K> = send_replace_status(api, name, pp, obj).await?;
+    Ok(written.0)
+}
+
+/// POSTs `obj` to its collection; the response is decoded as `T`.
+async fn send_create<K, T>(api: &Api<K>, pp: &PostParams, obj: &K) -> Result<T, kube::Error>
+where
+    K: Resource + Serialize + Clone,
+    T: DeserializeOwned,
+{
+    let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let mut req = Request::new(api.resource_url())
+        .create(pp, body)
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("create");
+    api.clone().into_client().request(req).await
+}
+
+/// PUTs `obj` to its status subresource; the response is decoded as `T`.
+async fn send_replace_status<K, T>(
+    api: &Api<K>,
+    name: &str,
+    pp: &PostParams,
+    obj: &K,
+) -> Result<T, kube::Error>
+where
+    K: Resource + Serialize + Clone,
+    T: DeserializeOwned,
+{
     let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
     let mut req = Request::new(api.resource_url())
         .replace_subresource("status", name, pp, body)
         .map_err(kube::Error::BuildRequest)?;
     req.extensions_mut().insert("replace_status");
-    let written: Lean<K> = api.clone().into_client().request(req).await?;
-    Ok(written.0)
+    api.clone().into_client().request(req).await
 }
