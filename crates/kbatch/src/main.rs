@@ -51,6 +51,23 @@ fn init_tracing(default: &str) {
         .init();
 }
 
+/// Raises the soft limit on open files to the hard limit, as Go's runtime does for every
+/// Kubernetes component: a server with a thousand concurrent clients (each a socket on both
+/// ends) and a store of many segment files outgrows the usual soft limit of 1,024, and a store
+/// that cannot open a file stops taking writes.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!(soft, hard, error = %e, "raising the open file limit");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "reading the open file limit"),
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if let Command::Schedule(args) = &cli.command {
@@ -62,6 +79,7 @@ fn main() -> std::process::ExitCode {
     } else {
         "info"
     });
+    raise_open_file_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -297,3 +297,54 @@ async fn reflector_follows_the_server_across_a_crash() {
     }
     task.abort();
 }
+
+/// The soft and hard limits on open files of process `pid`, from `/proc/<pid>/limits`.
+fn open_file_limits(pid: &str) -> Option<(u64, u64)> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let mut numbers = line
+        .trim_start_matches("Max open files")
+        .split_whitespace()
+        .map(|n| n.parse::<u64>().ok());
+    Some((numbers.next()??, numbers.next()??))
+}
+
+/// Started with a soft limit of 256 open files, `kbatch up` raises it to the hard limit (a
+/// thousand concurrent clients would otherwise leave its store unable to open a file).
+#[test]
+fn up_raises_its_open_file_limit() {
+    let (_, hard) = open_file_limits("self").expect("this process's limits");
+    assert!(
+        hard > 256,
+        "the hard limit ({hard}) leaves nothing to raise"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 256 && exec '{}' up --executor none --listen 127.0.0.1:0 --data-dir '{}'",
+            env!("CARGO_BIN_EXE_kbatch"),
+            dir.path().display()
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start kbatch up");
+    let pid = child.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = None;
+    while Instant::now() < deadline {
+        // The shell execs kbatch in place: same pid, the shell's 256 first.
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        if exe.is_some_and(|e| e.ends_with("kbatch")) {
+            seen = open_file_limits(&pid);
+            if seen.is_some_and(|(soft, _)| soft == hard) {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(seen, Some((hard, hard)));
+}

@@ -15,7 +15,7 @@ use kbatch_api::k8s_openapi::jiff::tz::TimeZone;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::{Client, ResourceExt};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tracing::{debug, info, warn};
 
 use super::template::{controller_of, is_controlled_by};
@@ -24,6 +24,8 @@ use super::{
     active_missing_from_cache, jobs_to_be_reconciled, needs_fresh_cronjob, requeue_on_update,
     sync_with,
 };
+use crate::job::controller::JOBS;
+use crate::runtime::consistency::{ConsistencyStore, GroupResource};
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{object_key, split_key};
@@ -76,7 +78,24 @@ struct Inner {
     /// Schedules without spec.timeZone are in the controller's local zone, as upstream.
     zone: TimeZone,
     creations: CreationGate,
+    /// Status writes left to tasks of their own run at most as many at a time as there are
+    /// workers: released together at the end of a firing, ten thousand writes would open as
+    /// many connections (and the server as many sockets) at once.
+    deferred_writes: Semaphore,
+    /// The Job creations and status writes each CronJob's next sync waits to see in the
+    /// caches: a sync on a cache without its last status would create the Job again (409),
+    /// list it again and write a status that conflicts.
+    consistency: ConsistencyStore,
 }
+
+pub const CRONJOBS: GroupResource = GroupResource {
+    group: "batch",
+    resource: "cronjobs",
+};
+
+/// When a sync deferred for a stale cache looks again, unless the cache's catching up (an
+/// informer event for the CronJob or its Job) brings it back sooner.
+const STALE_SYNC_RECHECK: Duration = Duration::from_secs(1);
 
 /// Job creations in flight, and the status writes that wait for them (and for the CronJobs
 /// still queued) to end.
@@ -172,6 +191,11 @@ pub async fn run(
         recorder,
         zone: TimeZone::system(),
         creations: CreationGate::default(),
+        deferred_writes: Semaphore::new(config.workers.max(1)),
+        consistency: ConsistencyStore::new(vec![
+            (CRONJOBS, Box::new(cj_informer.lister())),
+            (JOBS, Box::new(job_informer.lister())),
+        ]),
     });
     let dispatcher = tokio::spawn(Arc::clone(&inner).dispatch(cj_changes, job_changes));
     tokio::select! {
@@ -305,11 +329,20 @@ impl Inner {
     /// competes with them for the server. The key stays processing until its write is done,
     /// so the CronJob is never synced twice at once.
     async fn process(self: Arc<Self>, key: String) {
+        if let Err(stale) = self.consistency.ensure_ready(&key) {
+            debug!(cronjob = %key, reason = %stale, "cronjob sync deferred: the cache has not seen the last writes");
+            self.queue.add_after(key.clone(), STALE_SYNC_RECHECK);
+            self.queue.done(&key);
+            return;
+        }
         let result = match self.sync(&key).await {
             Ok(Some(f)) if f.created && f.status.is_some() && self.firing() => {
                 tokio::spawn(async move {
                     self.after_creations().await;
+                    // The semaphore is never closed: a permit always comes.
+                    let permit = self.deferred_writes.acquire().await.ok();
                     let result = self.finish(f).await;
+                    drop(permit);
                     self.settle(&key, result);
                 });
                 return;
@@ -354,10 +387,21 @@ impl Inner {
             .await;
     }
 
+    /// Records a write made for `cj`, which its next sync waits to see in the cache of
+    /// `resource`.
+    fn wrote(&self, cj: &CronJob, resource: GroupResource, resource_version: Option<&str>) {
+        let uid = cj.metadata.uid.as_deref().unwrap_or_default();
+        self.consistency
+            .wrote_at(&object_key(cj), uid, resource, resource_version);
+    }
+
     /// The status write, then the sync's error or next look.
     async fn finish(&self, f: Finish) -> Result<Option<Duration>, SyncError> {
         if let Some(updated) = &f.status {
-            writes::replace_status_named(&f.api, &f.name, &PostParams::default(), updated).await?;
+            let written =
+                writes::replace_status_named(&f.api, &f.name, &PostParams::default(), updated)
+                    .await?;
+            self.wrote(updated, CRONJOBS, written.resource_version.as_deref());
         }
         if let Some(err) = f.error {
             return Err(SyncError::Plan(err));
@@ -372,15 +416,13 @@ impl Inner {
         };
         let Some(cached) = self.cronjobs.get(ns, name) else {
             debug!(cronjob = %key, "cronjob is gone");
+            self.consistency.clear(key, None);
             return Ok(None);
         };
         // Upstream lists the namespace and keeps the Jobs whose controller has the CronJob's
         // name; the cache's index gives those directly.
         let all = self.jobs.list_controlled_by_name(ns, name);
-        let children: Vec<Job> = jobs_to_be_reconciled(&cached, &all)
-            .into_iter()
-            .cloned()
-            .collect();
+        let children: Vec<&Job> = jobs_to_be_reconciled(&cached, &all);
 
         // 1. What the cache cannot be trusted with.
         let cj_api: Api<CronJob> = Api::namespaced(self.client.clone(), ns);
@@ -424,7 +466,7 @@ impl Inner {
 
         // 2-4. Deletions, the creation, and a second decision when they did not all go as
         // planned (or to record the created Job's UID).
-        let outcomes = self.execute(&job_api, &plan).await;
+        let outcomes = self.execute(&cached, &job_api, &plan).await;
         if let Some(outcomes) = &outcomes {
             plan = sync_with(&cached, &children, now, &self.zone, &lookups, outcomes);
         }
@@ -451,7 +493,7 @@ impl Inner {
 
     /// Deletes and creates what `plan` says. `Some(outcomes)` when the plan must be decided
     /// again with them (something failed, or a Job was created).
-    async fn execute(&self, api: &Api<Job>, plan: &CronJobPlan) -> Option<Outcomes> {
+    async fn execute(&self, cj: &CronJob, api: &Api<Job>, plan: &CronJobPlan) -> Option<Outcomes> {
         let mut outcomes = Outcomes::default();
         let mut redo = false;
         let dp = DeleteParams {
@@ -504,6 +546,9 @@ impl Inner {
                     ..Job::default()
                 });
             drop(creating);
+            if let Ok(job) = &created {
+                self.wrote(cj, JOBS, job.metadata.resource_version.as_deref());
+            }
             outcomes.create = match created {
                 Ok(created) => {
                     if let Some(ct) = created.metadata.creation_timestamp.as_ref() {

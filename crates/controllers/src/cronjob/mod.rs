@@ -19,9 +19,10 @@
 //! 4. if anything in 2-3 did not go as planned, decide again with [`sync_with`] and the
 //!    same inputs plus the [`Outcomes`], and use that plan's status, events, requeue and
 //!    error (its write lists are not executed again);
-//! 5. write [`CronJobPlan::status`] if set, emit [`CronJobPlan::events`], then requeue
-//!    after [`CronJobPlan::requeue_after`], or with rate limiting when
-//!    [`CronJobPlan::error`] is set.
+//! 5. emit [`CronJobPlan::events`], write [`CronJobPlan::status`] if set (after a creation
+//!    while other CronJobs' creations are under way, once those are done: see
+//!    [`controller`]), then requeue after [`CronJobPlan::requeue_after`], or with rate
+//!    limiting when [`CronJobPlan::error`] is set.
 
 pub mod controller;
 pub mod schedule;
@@ -31,6 +32,7 @@ pub mod template;
 #[allow(clippy::type_complexity)]
 mod tests;
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -187,15 +189,16 @@ pub struct CronJobPlan {
 
 /// Whether some unfinished Job is missing from the cached status.active, so that the
 /// decision needs [`Lookups::fresh_cronjob`].
-pub fn needs_fresh_cronjob(cj: &CronJob, jobs: &[Job]) -> bool {
+pub fn needs_fresh_cronjob<J: Borrow<Job>>(cj: &CronJob, jobs: &[J]) -> bool {
     jobs.iter()
+        .map(Borrow::borrow)
         .any(|j| !in_active(cj, uid_of(j)) && !is_job_finished(j))
 }
 
 /// The entries of status.active whose Job is not in `jobs`; the loop GETs each one and
 /// reports those found in [`Lookups::live_active_jobs`].
-pub fn active_missing_from_cache(cj: &CronJob, jobs: &[Job]) -> Vec<ObjectReference> {
-    let uids: BTreeSet<&str> = jobs.iter().map(uid_of).collect();
+pub fn active_missing_from_cache<J: Borrow<Job>>(cj: &CronJob, jobs: &[J]) -> Vec<ObjectReference> {
+    let uids: BTreeSet<&str> = jobs.iter().map(|j| uid_of(j.borrow())).collect();
     active(cj)
         .iter()
         .filter(|r| !uids.contains(r.uid.as_deref().unwrap_or("")))
@@ -204,7 +207,12 @@ pub fn active_missing_from_cache(cj: &CronJob, jobs: &[Job]) -> Vec<ObjectRefere
 }
 
 /// [`sync_with`] when every fetch found what the cache shows and every write succeeds.
-pub fn sync(cj: &CronJob, jobs: &[Job], now: Timestamp, default_zone: &TimeZone) -> CronJobPlan {
+pub fn sync<J: Borrow<Job>>(
+    cj: &CronJob,
+    jobs: &[J],
+    now: Timestamp,
+    default_zone: &TimeZone,
+) -> CronJobPlan {
     sync_with(
         cj,
         jobs,
@@ -289,9 +297,11 @@ impl Decision {
 /// Decides one sync of `cj`, whose Jobs (as [`jobs_to_be_reconciled`] selects them) are
 /// `jobs`, at `now`. `default_zone` is the zone of schedules without spec.timeZone (the
 /// controller's local zone upstream).
-pub fn sync_with(
+///
+/// `jobs` may be the cache's shared Jobs (`&[&Job]`): nothing of them is copied.
+pub fn sync_with<J: Borrow<Job>>(
     cj: &CronJob,
-    jobs: &[Job],
+    jobs: &[J],
     now: Timestamp,
     default_zone: &TimeZone,
     lookups: &Lookups<'_>,
@@ -318,7 +328,7 @@ pub fn sync_with(
 }
 
 /// Deletes the oldest finished Jobs beyond the history limits (when either is set).
-fn cleanup_finished_jobs(d: &mut Decision, jobs: &[Job], outcomes: &Outcomes) {
+fn cleanup_finished_jobs<J: Borrow<Job>>(d: &mut Decision, jobs: &[J], outcomes: &Outcomes) {
     let spec = &d.cj.spec;
     let (ok_limit, failed_limit) = (
         spec.successful_jobs_history_limit,
@@ -329,7 +339,7 @@ fn cleanup_finished_jobs(d: &mut Decision, jobs: &[Job], outcomes: &Outcomes) {
     }
     let mut succeeded = Vec::new();
     let mut failed = Vec::new();
-    for j in jobs {
+    for j in jobs.iter().map(Borrow::borrow) {
         match template::finished_condition(j) {
             Some(kbatch_api::keys::JOB_COMPLETE) => succeeded.push(j),
             Some(kbatch_api::keys::JOB_FAILED) => failed.push(j),
@@ -410,9 +420,9 @@ fn delete_job(d: &mut Decision, del: JobDeletion, outcomes: &Outcomes) -> bool {
 }
 
 /// Brings status.active and lastSuccessfulTime in line with the Jobs that exist.
-fn reconcile_jobs(d: &mut Decision, jobs: &[Job], lookups: &Lookups<'_>) {
-    let children: BTreeSet<&str> = jobs.iter().map(uid_of).collect();
-    for j in jobs {
+fn reconcile_jobs<J: Borrow<Job>>(d: &mut Decision, jobs: &[J], lookups: &Lookups<'_>) {
+    let children: BTreeSet<&str> = jobs.iter().map(|j| uid_of(j.borrow())).collect();
+    for j in jobs.iter().map(Borrow::borrow) {
         let uid = uid_of(j);
         let name = j.metadata.name.as_deref().unwrap_or("");
         let found = in_active(&d.cj, uid);

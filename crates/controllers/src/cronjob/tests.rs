@@ -20,6 +20,9 @@ use super::schedule::{Missed, NEXT_SCHEDULE_DELTA};
 use super::template::{format_rfc3339, job_ref};
 use super::*;
 
+/// A CronJob without Jobs.
+const NO_JOBS: &[Job] = &[];
+
 const SHORT_DEAD: i64 = 10;
 const MEDIUM_DEAD: i64 = 2 * 60 * 60;
 const LONG_DEAD: i64 = 1_000_000;
@@ -1651,7 +1654,7 @@ fn missing_and_unexpected_jobs() {
         fresh_cronjob: None,
         live_active_jobs: BTreeSet::from(["uid-mycronjob-gone".to_string()]),
     };
-    let plan = sync_with(&cj, &[], now, &utc(), &lookups, &Outcomes::default());
+    let plan = sync_with(&cj, NO_JOBS, now, &utc(), &lookups, &Outcomes::default());
     assert!(plan.events.is_empty());
     assert_eq!(plan.status, None);
 }
@@ -1667,7 +1670,7 @@ fn already_exists_not_controlled_is_left_alone() {
         create: CreateOutcome::AlreadyExists(Some(Box::new(other))),
         ..Default::default()
     };
-    let plan = sync_with(&cj, &[], now, &utc(), &Lookups::default(), &outcomes);
+    let plan = sync_with(&cj, NO_JOBS, now, &utc(), &Lookups::default(), &outcomes);
     assert!(plan.job_to_create.is_some());
     assert_eq!(plan.status, None);
     assert_eq!(plan.requeue_after, None);
@@ -1679,7 +1682,7 @@ fn already_exists_not_controlled_is_left_alone() {
 fn created_job_is_listed_with_the_servers_uid() {
     let cj = history_cronjob(None, None);
     let now = add(top_of_the_hour(), hours(1) + mins(1));
-    let first = sync(&cj, &[], now, &utc());
+    let first = sync(&cj, NO_JOBS, now, &utc());
     let mut created = first.job_to_create.clone().unwrap_or_default();
     created.metadata.uid = Some("server-uid".into());
     created.metadata.resource_version = Some("42".into());
@@ -1687,7 +1690,7 @@ fn created_job_is_listed_with_the_servers_uid() {
         create: CreateOutcome::CreatedAs(Box::new(created)),
         ..Default::default()
     };
-    let plan = sync_with(&cj, &[], now, &utc(), &Lookups::default(), &outcomes);
+    let plan = sync_with(&cj, NO_JOBS, now, &utc(), &Lookups::default(), &outcomes);
     let status = plan.status.clone().unwrap_or_default();
     let r = status
         .active
@@ -1753,7 +1756,12 @@ fn replace_deletes_every_active_job_then_creates() {
 fn being_deleted_only_updates_status() {
     let mut cj = history_cronjob(None, None);
     cj.metadata.deletion_timestamp = Some(Time(top_of_the_hour()));
-    let plan = sync(&cj, &[], add(top_of_the_hour(), hours(1) + mins(1)), &utc());
+    let plan = sync(
+        &cj,
+        NO_JOBS,
+        add(top_of_the_hour(), hours(1) + mins(1)),
+        &utc(),
+    );
     assert_eq!(plan.stop, Some(Stop::BeingDeleted));
     assert_eq!(plan.job_to_create, None);
     assert_eq!(plan.requeue_after, None);
@@ -1765,7 +1773,7 @@ fn schedule_warnings_are_worded_as_upstream() {
     let mut cj = history_cronjob(None, None);
     cj.spec.time_zone = Some("Mars/Olympus".into());
     assert_eq!(
-        reasons(&sync(&cj, &[], now, &utc())),
+        reasons(&sync(&cj, NO_JOBS, now, &utc())),
         [(
             "UnknownTimeZone",
             "invalid timeZone: \"Mars/Olympus\": unknown time zone Mars/Olympus"
@@ -1773,7 +1781,7 @@ fn schedule_warnings_are_worded_as_upstream() {
     );
     let mut cj = history_cronjob(None, None);
     cj.spec.schedule = "* * * *".into();
-    let plan = sync(&cj, &[], now, &utc());
+    let plan = sync(&cj, NO_JOBS, now, &utc());
     assert_eq!(plan.stop, Some(Stop::UnparseableSchedule));
     assert_eq!(
         reasons(&plan),
@@ -1784,7 +1792,7 @@ fn schedule_warnings_are_worded_as_upstream() {
     );
     let mut cj = history_cronjob(None, None);
     cj.spec.schedule = "59 23 31 2 *".into();
-    let plan = sync(&cj, &[], now, &utc());
+    let plan = sync(&cj, NO_JOBS, now, &utc());
     assert_eq!(plan.stop, Some(Stop::InvalidSchedule));
     assert_eq!(
         reasons(&plan),
@@ -1795,7 +1803,12 @@ fn schedule_warnings_are_worded_as_upstream() {
     );
     let mut cj = history_cronjob(None, None);
     cj.spec.schedule = "CRON_TZ=UTC 0 * * * *".into();
-    let plan = sync(&cj, &[], add(top_of_the_hour(), hours(1) + mins(1)), &utc());
+    let plan = sync(
+        &cj,
+        NO_JOBS,
+        add(top_of_the_hour(), hours(1) + mins(1)),
+        &utc(),
+    );
     assert_eq!(
         plan.events
             .first()
@@ -1808,7 +1821,7 @@ fn schedule_warnings_are_worded_as_upstream() {
     let mut cj = history_cronjob(None, None);
     cj.status = None;
     cj.metadata.creation_timestamp = Some(Time(sub(top_of_the_hour(), hours(24 * 30))));
-    let plan = sync(&cj, &[], now, &utc());
+    let plan = sync(&cj, NO_JOBS, now, &utc());
     assert_eq!(
         plan.events
             .first()
@@ -1953,7 +1966,7 @@ fn odd_inputs_do_not_panic() {
                     let _ = plan.requeue_after;
                     cj.metadata.creation_timestamp = None;
                     cj.spec.time_zone = Some("Local".into());
-                    let _ = sync(&cj, &[], now, &utc());
+                    let _ = sync(&cj, NO_JOBS, now, &utc());
                 }
             }
         }
