@@ -203,8 +203,23 @@ where
         .await
 }
 
-fn text(code: StatusCode, body: &'static str) -> Response {
-    (code, body).into_response()
+/// `/healthz`, `/livez` and `/readyz` with the checks of kube-apiserver's that apply here:
+/// `ping`, `etcd` (the store takes writes: after a failed commit it does not) and, for
+/// `/readyz` only, the end of startup (503 until then, as before any check can pass).
+/// Failing checks are listed as upstream lists them, reasons withheld.
+fn health(path: &str, ready: bool, store: Result<(), String>) -> (StatusCode, String) {
+    let name = path.trim_start_matches('/');
+    if name == "readyz" && !ready {
+        return (StatusCode::SERVICE_UNAVAILABLE, "not ready".into());
+    }
+    match store {
+        Ok(()) => (StatusCode::OK, "ok".into()),
+        // The reason is in the log, where each failed commit is.
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("[+]ping ok\n[-]etcd failed: reason withheld\n{name} check failed\n"),
+        ),
+    }
 }
 
 async fn dispatch(st: &ServerState, req: Request) -> Response {
@@ -214,13 +229,9 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
     let span = tracing::debug_span!("request", %method, %path);
     let _guard = span.enter();
     match path.as_str() {
-        "/healthz" | "/livez" => return text(StatusCode::OK, "ok"),
-        "/readyz" => {
-            return if st.ready.load(Ordering::SeqCst) {
-                text(StatusCode::OK, "ok")
-            } else {
-                text(StatusCode::SERVICE_UNAVAILABLE, "not ready")
-            };
+        "/healthz" | "/livez" | "/readyz" => {
+            let ready = st.ready.load(Ordering::SeqCst);
+            return health(&path, ready, st.store.health()).into_response();
         }
         "/version" => return json_response(StatusCode::OK, &discovery::version()),
         _ if !st.authenticated(&req) => {
@@ -398,5 +409,32 @@ async fn resource(
             handlers::delete_collection(st, t, q, &opts).await
         }
         _ => Err(not_allowed()),
+    }
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+
+    #[test]
+    fn health_checks_report_the_store_and_startup() {
+        for path in ["/healthz", "/livez", "/readyz"] {
+            assert_eq!(health(path, true, Ok(())), (StatusCode::OK, "ok".into()));
+            let name = &path[1..];
+            assert_eq!(
+                health(path, true, Err("commit: Poisoned".into())),
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("[+]ping ok\n[-]etcd failed: reason withheld\n{name} check failed\n")
+                ),
+                "{path}"
+            );
+        }
+        // Startup gates readiness only.
+        assert_eq!(
+            health("/readyz", false, Ok(())),
+            (StatusCode::SERVICE_UNAVAILABLE, "not ready".into())
+        );
+        assert_eq!(health("/livez", false, Ok(())).0, StatusCode::OK);
     }
 }

@@ -204,6 +204,9 @@ pub(crate) struct Shared {
     pub index: Index,
     pub hub: Hub,
     pub counters: Counters,
+    /// Why the last commit failed; `None` once one succeeds. A database that fails a commit
+    /// (fjall poisons itself on an I/O error) usually fails every later one too.
+    pub commit_failure: std::sync::Mutex<Option<String>>,
 }
 
 /// A stream of changes after the watch's start revision, in revision order.
@@ -276,10 +279,30 @@ impl Store {
                 revision,
             ),
             counters: Counters::default(),
+            commit_failure: std::sync::Mutex::new(None),
         });
+        Store::start(
+            Box::new(engine),
+            shared,
+            revision,
+            compacted,
+            history_cap,
+            &opts,
+        )
+    }
+
+    /// Starts the writer thread over `engine`.
+    fn start(
+        engine: Box<dyn engine::Engine>,
+        shared: Arc<Shared>,
+        revision: u64,
+        compacted: u64,
+        history_cap: usize,
+        opts: &StoreOptions,
+    ) -> Result<Store, StoreError> {
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
         let writer = writer::Writer::new(
-            Box::new(engine),
+            engine,
             Arc::clone(&shared),
             revision,
             compacted,
@@ -376,6 +399,21 @@ impl Store {
         }
         // An error means the writer dropped the ack while exiting: it is gone either way.
         let _ = done.await;
+    }
+
+    /// Whether the store takes writes: `Err` with the reason while its last commit failed
+    /// (kube-apiserver's `etcd` health check).
+    pub fn health(&self) -> Result<(), String> {
+        let failure = self
+            .inner
+            .shared
+            .commit_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match failure.as_ref() {
+            Some(reason) => Err(reason.clone()),
+            None => Ok(()),
+        }
     }
 
     /// Counters and sizes, for monitoring and tests.

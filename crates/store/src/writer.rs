@@ -125,6 +125,18 @@ impl Writer {
         }
     }
 
+    fn set_commit_failure(&self, failure: Option<String>) {
+        let mut slot = self
+            .shared
+            .commit_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Written only on a change: the common case is a success after a success.
+        if slot.is_some() || failure.is_some() {
+            *slot = failure;
+        }
+    }
+
     fn commit_batch(&mut self, batch: &mut Vec<WriteRequest>) {
         let started = Instant::now();
         let size = batch.len();
@@ -172,6 +184,7 @@ impl Writer {
             counters
                 .commit_micros
                 .fetch_add(micros(commit_started), Ordering::Relaxed);
+            self.set_commit_failure(result.as_ref().err().map(|e| e.to_string()));
             if let Err(e) = result {
                 tracing::error!(error = %e, writes = changes.len(), "commit failed");
                 // Every answer in the batch may depend on a write that did not happen.
@@ -272,5 +285,69 @@ impl Writer {
         };
         overlay.insert(object.key.clone(), after);
         Ok(WatchEvent { kind, object, prev })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::atomic::AtomicBool;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::{CommitBatch, Engine};
+    use crate::hub::Hub;
+    use crate::index::Index;
+    use crate::{Counters, Store, StoreOptions};
+
+    /// An engine whose commits fail while `failing` is set.
+    struct Flaky {
+        failing: Arc<AtomicBool>,
+    }
+
+    impl Engine for Flaky {
+        fn commit(&mut self, _: &CommitBatch<'_>) -> Result<(), StoreError> {
+            if self.failing.load(Ordering::SeqCst) {
+                Err(StoreError::Backend("commit: Poisoned".into()))
+            } else {
+                Ok(())
+            }
+        }
+
+        fn flush(&mut self) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    /// A failed commit makes the store unhealthy with its reason until a commit succeeds.
+    #[tokio::test]
+    async fn a_failed_commit_shows_in_health_until_one_succeeds() {
+        let opts = StoreOptions::default();
+        let shared = Arc::new(Shared {
+            index: Index::new(Vec::new(), 0),
+            hub: Hub::new(VecDeque::new(), 0, 100, 1 << 20, 0),
+            counters: Counters::default(),
+            commit_failure: std::sync::Mutex::new(None),
+        });
+        let failing = Arc::new(AtomicBool::new(false));
+        let engine = Box::new(Flaky {
+            failing: Arc::clone(&failing),
+        });
+        let store = Store::start(engine, shared, 0, 0, 100, &opts).expect("start");
+        let doc = |name: &str| json!({"kind": "Job", "metadata": {"name": name}});
+
+        store.create("/a".into(), doc("a")).await.expect("create a");
+        assert_eq!(store.health(), Ok(()));
+
+        failing.store(true, Ordering::SeqCst);
+        assert!(store.create("/b".into(), doc("b")).await.is_err());
+        let reason = store.health().expect_err("unhealthy after a failed commit");
+        assert!(reason.contains("Poisoned"), "{reason}");
+
+        failing.store(false, Ordering::SeqCst);
+        store.create("/c".into(), doc("c")).await.expect("create c");
+        assert_eq!(store.health(), Ok(()));
+        store.close().await;
     }
 }
