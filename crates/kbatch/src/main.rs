@@ -43,8 +43,10 @@ enum Command {
 }
 
 fn init_tracing(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KBATCH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // The store's engine logs its routine work at info; its warnings and errors are kept.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KBATCH_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{default},fjall=warn,lsm_tree=warn"))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
