@@ -224,15 +224,15 @@ fn walk(f: &Fields, tz: &TimeZone, after: Timestamp, jumps: bool) -> Option<Time
 
         while !has(f.minute, c.minute) {
             step()?;
-            // A jump needs `c` to be the clock at `t`, which the truncation below changes.
-            let mut d = 60;
-            if !added {
-                added = true;
-                // Go truncates absolute time, not the wall clock.
-                t = t.div_euclid(60) * 60;
+            let d = if added {
+                60 * (next_set(f.minute, c.minute + 1, 60) - c.minute)
             } else {
-                d = 60 * (next_set(f.minute, c.minute + 1, 60) - c.minute);
-            }
+                added = true;
+                // Go truncates absolute time, not the wall clock; `c` is then not the clock
+                // at `t`, so this step is a single one.
+                t = t.div_euclid(60) * 60;
+                60
+            };
             t += if jumps && d > 60 && offset_holds(tz, t, d) {
                 d
             } else {

@@ -13,8 +13,9 @@ mod user_agent;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc (through kbatch-alloc) rather than glibc malloc: under load the server and controllers allocate and free
-/// many small JSON values; glibc spent about a fifth of the CPU in malloc/free.
+/// mimalloc (through kbatch-alloc) rather than glibc malloc: under load the server and
+/// controllers allocate and free many small JSON values; glibc spent about a fifth of the CPU
+/// in malloc/free.
 #[global_allocator]
 static GLOBAL: kbatch_alloc::Allocator = kbatch_alloc::Allocator;
 

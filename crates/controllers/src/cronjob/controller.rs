@@ -24,8 +24,9 @@ use super::{
     active_missing_from_cache, jobs_to_be_reconciled, needs_fresh_cronjob, requeue_on_update,
     sync_with,
 };
-use crate::job::controller::JOBS;
-use crate::runtime::consistency::{ConsistencyStore, GroupResource};
+use crate::runtime::consistency::{
+    CRONJOBS, ConsistencyStore, GroupResource, JOBS, STALE_SYNC_RECHECK,
+};
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{object_key, split_key};
@@ -87,15 +88,6 @@ struct Inner {
     /// list it again and write a status that conflicts.
     consistency: ConsistencyStore,
 }
-
-pub const CRONJOBS: GroupResource = GroupResource {
-    group: "batch",
-    resource: "cronjobs",
-};
-
-/// When a sync deferred for a stale cache looks again, unless the cache's catching up (an
-/// informer event for the CronJob or its Job) brings it back sooner.
-const STALE_SYNC_RECHECK: Duration = Duration::from_secs(1);
 
 /// Job creations in flight, and the status writes that wait for them (and for the CronJobs
 /// still queued) to end.

@@ -29,7 +29,9 @@ use super::{
     FailedPodActions, JobEvent, Plan, PodDeletion, SyncContext, indexed_completions, is_finished,
     managed_elsewhere, pods, slow_start_batches, sync_refs, tracking,
 };
-use crate::runtime::consistency::{ConsistencyStore, GroupResource};
+use crate::runtime::consistency::{
+    ConsistencyStore, GroupResource, JOBS, PODS, STALE_SYNC_RECHECK,
+};
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingExpectations};
 use crate::runtime::informer::{Change, InformerFactory, Lister};
@@ -44,18 +46,6 @@ pub const MAX_JOB_API_BACKOFF: Duration = Duration::from_secs(60);
 pub const COMPONENT: &str = "job-controller";
 /// How many finalizer patches one sync sends at once.
 const PARALLEL_PATCHES: usize = 64;
-/// The caches the controller waits on before syncing a Job again after writing for it.
-pub const JOBS: GroupResource = GroupResource {
-    group: "batch",
-    resource: "jobs",
-};
-pub const PODS: GroupResource = GroupResource {
-    group: "",
-    resource: "pods",
-};
-/// A sync deferred for a stale cache is retried when the cache's event for the write queues
-/// the Job again; this later look is only a safety net.
-const STALE_SYNC_RECHECK: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug)]
 pub struct JobControllerConfig {

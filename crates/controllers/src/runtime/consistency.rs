@@ -29,6 +29,24 @@ impl fmt::Display for GroupResource {
     }
 }
 
+/// The caches the controllers wait on before syncing an object again after writing for it.
+pub const JOBS: GroupResource = GroupResource {
+    group: "batch",
+    resource: "jobs",
+};
+pub const PODS: GroupResource = GroupResource {
+    group: "",
+    resource: "pods",
+};
+pub const CRONJOBS: GroupResource = GroupResource {
+    group: "batch",
+    resource: "cronjobs",
+};
+
+/// A sync deferred for a stale cache is retried when the cache's event for the write queues
+/// the object again; this later look is only a safety net.
+pub const STALE_SYNC_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A cache whose progress can be read.
 pub trait ProgressSource: Send + Sync {
     fn progress(&self) -> SyncProgress;
@@ -194,14 +212,6 @@ mod tests {
 
     use super::*;
 
-    const JOBS: GroupResource = GroupResource {
-        group: "batch",
-        resource: "jobs",
-    };
-    const PODS: GroupResource = GroupResource {
-        group: "",
-        resource: "pods",
-    };
     const NODES: GroupResource = GroupResource {
         group: "",
         resource: "nodes",
