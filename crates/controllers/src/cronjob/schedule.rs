@@ -12,9 +12,13 @@ use kbatch_api::k8s_openapi::jiff::tz::TimeZone;
 use kbatch_api::k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kbatch_cron::Schedule;
 
-/// Upstream `nextScheduleDelta`: added to every requeue so that a clock running slightly
-/// behind the one that computed the schedule still wakes up after the scheduled time.
-pub const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(100);
+/// Added to every requeue so that the wake-up lands after the scheduled time (upstream's
+/// `nextScheduleDelta`, which is 100 ms there). kbatch fires exactly: the work queue's timer
+/// never fires early on the monotonic clock, and a wake-up that still comes before the
+/// scheduled time on the wall clock (NTP slewing the two apart, up to 0.5 ms per second
+/// waited) finds nothing due and requeues itself for the remainder. A millisecond (the
+/// timer's resolution) replaces the 100 ms that every Job of upstream's waits.
+pub const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(1);
 
 /// Above this many missed times the controller warns (TooManyMissedTimes); it still runs the
 /// most recent one.

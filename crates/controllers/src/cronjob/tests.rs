@@ -1605,6 +1605,32 @@ fn completed_job_leaves_active_and_sets_last_successful_time() {
 }
 
 #[test]
+fn a_wake_up_before_the_scheduled_time_requeues_for_the_rest() {
+    // The timer woke 5 ms early on the wall clock: nothing is due yet.
+    let mut cj = cron_job();
+    cj.spec.schedule = "0 * * * *".into();
+    cj.status = Some(CronJobStatus {
+        last_schedule_time: Some(Time(sub(top_of_the_hour(), hours(1)))),
+        ..Default::default()
+    });
+    let early = sub(top_of_the_hour(), ms(5));
+    let plan = sync(&cj, &[] as &[Job], early, &utc());
+    assert_eq!(plan.job_to_create, None);
+    assert_eq!(plan.scheduled_time, None);
+    assert_eq!(plan.requeue_after, Some(ms(5) + NEXT_SCHEDULE_DELTA));
+    // The requeue lands just after it, and the Job is created for the hour.
+    let plan = sync(
+        &cj,
+        &[] as &[Job],
+        add(early, ms(5) + NEXT_SCHEDULE_DELTA),
+        &utc(),
+    );
+    assert_eq!(plan.scheduled_time, Some(top_of_the_hour()));
+    assert!(plan.job_to_create.is_some());
+    assert_eq!(plan.requeue_after, d(hours(1) - NEXT_SCHEDULE_DELTA));
+}
+
+#[test]
 fn failed_job_is_reported_with_its_condition() {
     let mut cj = history_cronjob(None, None);
     let job = finished_job("mycronjob-1", "Failed", Some(top_of_the_hour()));
