@@ -19,6 +19,7 @@ use tower::ServiceExt;
 static GLOBAL: kbatch_alloc::Allocator = kbatch_alloc::Allocator;
 
 const CONTROLLER_UA: &str = "kube-controller-manager/v1.37.0 (linux/amd64) kbatch/job-controller";
+const CRONJOB_UA: &str = "kube-controller-manager/v1.37.0 (linux/amd64) kbatch/cronjob-controller";
 const KUBELET_UA: &str = "kubelet/v1.37.0 (linux/amd64) kbatch";
 
 struct Req {
@@ -69,6 +70,30 @@ fn job() -> Value {
         "spec": {"completions": 100000, "parallelism": 50, "template": {"spec": {
             "restartPolicy": "Never",
             "containers": [{"name": "c", "image": "busybox", "command": ["/bin/true"]}]}}}
+    })
+}
+
+fn cronjob() -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "cron", "namespace": "default"},
+        "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox", "command": ["/bin/true"]}]}}}}}
+    })
+}
+
+/// What the CronJob controller creates for a firing of `cj` (as created by the server).
+fn job_from_template(name: &str, cj: &Value) -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {
+            "name": format!("cron-{name}"), "namespace": "default",
+            "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": "2026-01-01T00:01:00Z"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "cron",
+                "uid": cj["metadata"]["uid"].clone(), "controller": true, "blockOwnerDeletion": true}]
+        },
+        "spec": cj["spec"]["jobTemplate"]["spec"].clone()
     })
 }
 
@@ -245,5 +270,29 @@ fn main() {
             })
             .collect();
         phase(&app, "job status put (job controller)", statuses).await;
+
+        // A firing of CronJobs: a Job from the (server-defaulted) template of one, as the
+        // CronJob controller sends it.
+        let cronjobs = "/apis/batch/v1/namespaces/default/cronjobs";
+        let cj = send(
+            &app,
+            req("POST", cronjobs.into(), CONTROLLER_UA, json_ct, &cronjob()),
+        )
+        .await;
+        let job_of_cronjob = |name: &str| {
+            req(
+                "POST",
+                jobs.into(),
+                CRONJOB_UA,
+                json_ct,
+                &job_from_template(name, &cj),
+            )
+        };
+        phase(
+            &app,
+            "job create (cronjob controller)",
+            each(&job_of_cronjob),
+        )
+        .await;
     });
 }

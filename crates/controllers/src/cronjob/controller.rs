@@ -149,8 +149,9 @@ const STATUS_DEFERRAL: Duration = Duration::from_secs(2);
 struct Finish {
     api: Api<CronJob>,
     name: String,
-    /// The CronJob with the status to write, if one is due.
-    status: Option<CronJob>,
+    /// The CronJob with the status to write, if one is due (boxed, as every large value a
+    /// sync keeps across an await: a firing moves thousands of these futures around).
+    status: Option<Box<CronJob>>,
     /// Whether this sync created a Job.
     created: bool,
     error: Option<String>,
@@ -333,7 +334,9 @@ impl Inner {
                     self.after_creations().await;
                     // The semaphore is never closed: a permit always comes.
                     let permit = self.deferred_writes.acquire().await.ok();
-                    let result = self.finish(f).await;
+                    // Boxed: the task waits small, and the write's future exists only
+                    // while it is being made.
+                    let result = Box::pin(self.finish(f)).await;
                     drop(permit);
                     self.settle(&key, result);
                 });
@@ -421,7 +424,7 @@ impl Inner {
         let job_api: Api<Job> = Api::namespaced(self.client.clone(), ns);
         let fresh = if needs_fresh_cronjob(&cached, &children) {
             match cj_api.get(name).await {
-                Ok(cj) => Some(cj),
+                Ok(cj) => Some(Box::new(cj)),
                 Err(e) if is_not_found(&e) => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
@@ -443,31 +446,31 @@ impl Inner {
             }
         }
         let lookups = Lookups {
-            fresh_cronjob: fresh.as_ref(),
+            fresh_cronjob: fresh.as_deref(),
             live_active_jobs: live,
         };
         let now = Timestamp::now();
-        let mut plan = sync_with(
+        let mut plan = Box::new(sync_with(
             &cached,
             &children,
             now,
             &self.zone,
             &lookups,
             &Outcomes::default(),
-        );
+        ));
 
         // 2-4. Deletions, the creation, and a second decision when they did not all go as
         // planned (or to record the created Job's UID).
-        let outcomes = self.execute(&cached, &job_api, &plan).await;
+        let outcomes = Box::pin(self.execute(&cached, &job_api, &plan)).await;
         if let Some(outcomes) = &outcomes {
-            plan = sync_with(&cached, &children, now, &self.zone, &lookups, outcomes);
+            *plan = sync_with(&cached, &children, now, &self.zone, &lookups, outcomes);
         }
 
         // 5. Events, status, and the next look. Events first: upstream records them while
         // deciding, so a status write that fails (a conflict) does not lose them.
         self.emit(&cached, &plan.events);
         let status = plan.status.take().map(|status| {
-            let mut updated = (*cached).clone();
+            let mut updated = Box::new((*cached).clone());
             updated.status = Some(status);
             updated
         });

@@ -49,7 +49,9 @@ struct Shared<K> {
     name: String,
     state: Mutex<State<K>>,
     rate_limiter: Box<dyn RateLimiter<K>>,
-    // Wakes every waiter (get, shut_down_with_drain) on any change; each re-checks the state.
+    // Wakes waiters (get, shut_down_with_drain), which re-check the state. A key that enters
+    // the queue wakes one get (a controller may run a thousand workers: waking them all for
+    // each key costs more than the sync); shutting down, and a done while draining, wake all.
     changed: Notify,
 }
 
@@ -80,16 +82,17 @@ impl<K: Clone + Eq + Hash> State<K> {
         true
     }
 
-    /// Moves every delayed key whose time has come into the queue, earliest first.
-    fn promote_ready(&mut self, now: Instant) -> bool {
-        let mut added = false;
+    /// Moves every delayed key whose time has come into the queue, earliest first; returns
+    /// how many entered the queue.
+    fn promote_ready(&mut self, now: Instant) -> usize {
+        let mut added = 0;
         while let Some(entry) = self.waiting.first_entry() {
             if entry.key().0 > now {
                 break;
             }
             let key = entry.remove();
             self.waiting_at.remove(&key);
-            added |= self.add(key);
+            added += usize::from(self.add(key));
         }
         added
     }
@@ -133,8 +136,10 @@ where
         // The state is only changed under the lock by code that cannot panic half-way, so a
         // poisoned lock still guards a consistent state.
         let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.promote_ready(Instant::now()) {
-            self.shared.changed.notify_waiters();
+        match st.promote_ready(Instant::now()) {
+            0 => {}
+            1 => self.shared.changed.notify_one(),
+            _ => self.shared.changed.notify_waiters(),
         }
         st
     }
@@ -143,7 +148,7 @@ where
     pub fn add(&self, key: K) {
         let added = self.lock().add(key);
         if added {
-            self.shared.changed.notify_waiters();
+            self.shared.changed.notify_one();
         }
     }
 
@@ -171,8 +176,9 @@ where
             st.waiting.insert((ready_at, seq), key.clone());
             st.waiting_at.insert(key, (ready_at, seq));
         }
-        // A waiting get may need to wake earlier than it planned.
-        self.shared.changed.notify_waiters();
+        // A waiting get may need to wake earlier than it planned (one is enough: it promotes
+        // the key when its time comes).
+        self.shared.changed.notify_one();
     }
 
     /// Adds `key` after the rate limiter's delay for it, counting one more failure.
@@ -226,15 +232,21 @@ where
 
     /// Ends the processing of `key`; if it was added meanwhile, it is queued again.
     pub fn done(&self, key: &K) {
-        {
+        let (requeued, draining) = {
             let mut st = self.lock();
             st.processing.remove(key);
-            if st.dirty.contains(key) {
+            let requeued = st.dirty.contains(key);
+            if requeued {
                 st.queue.push_back(key.clone());
             }
+            (requeued, st.drain)
+        };
+        if draining {
+            // A drain waits for processing to end, next to the gets.
+            self.shared.changed.notify_waiters();
+        } else if requeued {
+            self.shared.changed.notify_one();
         }
-        // Wakes a get for the re-queued key, or a drain waiting for processing to end.
-        self.shared.changed.notify_waiters();
     }
 
     /// Number of queued keys (neither delayed nor processing ones).

@@ -563,3 +563,103 @@ async fn parallel_workers_never_share_a_key() {
     );
     assert_eq!(q.len(), 0);
 }
+
+/// Counts the wake-ups of the gets it is handed to.
+struct WakeCount(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for WakeCount {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn an_added_key_wakes_one_idle_worker_and_shut_down_wakes_all() {
+    let q = queue::<&'static str>();
+    let count = Arc::new(WakeCount(std::sync::atomic::AtomicUsize::new(0)));
+    let waker = std::task::Waker::from(Arc::clone(&count));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut gets: Vec<_> = (0..100).map(|_| Box::pin(q.get())).collect();
+    for g in &mut gets {
+        assert!(g.as_mut().poll(&mut cx).is_pending());
+    }
+    let woken = || count.0.load(Ordering::SeqCst);
+    q.add("a");
+    assert_eq!(woken(), 1, "one key, one worker");
+    // A done without a re-add wakes nobody; with one, one worker.
+    q.add("b");
+    assert_eq!(woken(), 2);
+    let taken: Vec<_> = gets
+        .iter_mut()
+        .filter_map(|g| match g.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(k) => k,
+            std::task::Poll::Pending => None,
+        })
+        .collect();
+    assert_eq!(taken.len(), 2, "{taken:?}");
+    q.done(&taken[0]);
+    assert_eq!(woken(), 2);
+    q.add(taken[1]);
+    q.done(&taken[1]);
+    assert_eq!(woken(), 3);
+    q.shut_down();
+    assert!(
+        woken() >= 3 + 97,
+        "every waiting get wakes on shut down: {}",
+        woken()
+    );
+}
+
+/// Many workers, keys added, re-added while processing and delayed from several producers:
+/// every key is handed out (no wake-up is lost between the gets).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_workers_lose_no_key() {
+    let q = queue::<u32>();
+    let seen = Arc::new(Mutex::new(HashSet::new()));
+    let workers: Vec<JoinHandle<()>> = (0..200)
+        .map(|_| {
+            let (q, seen) = (q.clone(), Arc::clone(&seen));
+            tokio::spawn(async move {
+                while let Some(k) = q.get().await {
+                    seen.lock().unwrap_or_else(|e| e.into_inner()).insert(k);
+                    if k % 7 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                    q.done(&k);
+                }
+            })
+        })
+        .collect();
+    let producers: Vec<JoinHandle<()>> = (0..4u32)
+        .map(|p| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                for i in 0..2_000u32 {
+                    let k = p * 2_000 + i;
+                    match i % 3 {
+                        0 => q.add_after(k, Duration::from_millis(u64::from(i % 20))),
+                        _ => q.add(k),
+                    }
+                    if i % 50 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.expect("producer");
+    }
+    let all_seen = async {
+        while seen.lock().unwrap_or_else(|e| e.into_inner()).len() < 8_000 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), all_seen)
+        .await
+        .expect("every key handed out");
+    q.shut_down();
+    for w in workers {
+        w.await.expect("worker");
+    }
+}
