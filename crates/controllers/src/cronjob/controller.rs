@@ -21,8 +21,8 @@ use tracing::{debug, info, warn};
 use super::template::{controller_of, is_controlled_by};
 use super::{
     CreateOutcome, CronJobEvent, CronJobPlan, DeletionFailure, DeletionReason, Lookups, Outcomes,
-    active_missing_from_cache, jobs_to_be_reconciled, needs_fresh_cronjob, requeue_on_update,
-    sync_with,
+    active_missing_from_cache, jobs_to_be_reconciled, needs_fresh_cronjob, record_created,
+    requeue_on_update, sync_with,
 };
 use crate::runtime::consistency::{
     CRONJOBS, ConsistencyStore, GroupResource, JOBS, STALE_SYNC_RECHECK,
@@ -463,7 +463,13 @@ impl Inner {
         // planned (or to record the created Job's UID).
         let outcomes = Box::pin(self.execute(&cached, &job_api, &plan)).await;
         if let Some(outcomes) = &outcomes {
-            *plan = sync_with(&cached, &children, now, &self.zone, &lookups, outcomes);
+            // A creation that went through, with nothing else failed, only puts the server's
+            // UID into the plan: no need to decide again.
+            let recorded = outcomes.failed_deletions.is_empty()
+                && matches!(&outcomes.create, CreateOutcome::CreatedAs(job) if record_created(&mut plan, job));
+            if !recorded {
+                *plan = sync_with(&cached, &children, now, &self.zone, &lookups, outcomes);
+            }
         }
 
         // 5. Events, status, and the next look. Events first: upstream records them while

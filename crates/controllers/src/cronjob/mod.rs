@@ -749,6 +749,31 @@ fn schedule_next(d: &mut Decision, now: Timestamp, zone: &TimeZone, outcomes: &O
     d.plan.requeue_after = requeue(&d.cj);
 }
 
+/// Records that the plan's Job was created as `created` (the server's copy, whose UID and
+/// resourceVersion go into status.active): the plan [`sync_with`] decides with
+/// [`CreateOutcome::CreatedAs`] when every other write went as planned, without deciding
+/// again. `false`, and `plan` unchanged, when the plan created no Job.
+pub fn record_created(plan: &mut CronJobPlan, created: &Job) -> bool {
+    let Some(planned) = plan.job_to_create.as_ref() else {
+        return false;
+    };
+    let (planned_ref, planned_event) = (template::job_ref(planned), created_event(planned));
+    let Some(event) = plan.events.iter().position(|e| *e == planned_event) else {
+        return false;
+    };
+    let Some(slot) = plan
+        .status
+        .as_mut()
+        .and_then(|s| s.active.as_mut())
+        .and_then(|a| a.iter_mut().rev().find(|r| **r == planned_ref))
+    else {
+        return false;
+    };
+    *slot = template::job_ref(created);
+    plan.events[event] = created_event(created);
+    true
+}
+
 fn created_event(job: &Job) -> CronJobEvent {
     CronJobEvent::normal(
         "SuccessfulCreate",

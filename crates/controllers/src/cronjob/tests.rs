@@ -1704,6 +1704,68 @@ fn already_exists_not_controlled_is_left_alone() {
     assert!(plan.events.is_empty());
 }
 
+/// Recording a creation in the first plan gives what deciding again with the server's copy
+/// gives, for every row of the sync table that creates a Job and for the history cases.
+#[test]
+fn recording_a_creation_equals_deciding_again() {
+    let mut cases: Vec<(String, CronJob, Vec<Job>, CronJob, Timestamp)> = sync_rows()
+        .iter()
+        .map(|row| {
+            let (cj, jobs, fresh, _, _) = setup(row);
+            (
+                format!("{}, {}", row.name, row.policy),
+                cj,
+                jobs,
+                fresh,
+                row.now,
+            )
+        })
+        .collect();
+    let later = add(top_of_the_hour(), hours(1) + mins(1));
+    for (ok, failed) in [(Some(1), Some(1)), (Some(0), None), (None, None)] {
+        let cj = history_cronjob(ok, failed);
+        cases.push((
+            format!("history {ok:?} {failed:?}"),
+            cj.clone(),
+            history_jobs(),
+            cj,
+            later,
+        ));
+    }
+    let mut exercised = 0;
+    for (name, cj, jobs, fresh, now) in &cases {
+        let lookups = Lookups {
+            fresh_cronjob: Some(fresh),
+            live_active_jobs: BTreeSet::new(),
+        };
+        let first = sync_with(cj, jobs, *now, &utc(), &lookups, &Outcomes::default());
+        let Some(planned) = first.job_to_create.as_ref() else {
+            let mut unchanged = first.clone();
+            assert!(!record_created(&mut unchanged, &Job::default()), "{name}");
+            assert_eq!(unchanged, first, "{name}");
+            continue;
+        };
+        // What the controller keeps of the server's answer: its metadata.
+        let mut metadata = planned.metadata.clone();
+        metadata.uid = Some("server-uid".into());
+        metadata.resource_version = Some("77".into());
+        let server = Job {
+            metadata,
+            ..Job::default()
+        };
+        let outcomes = Outcomes {
+            create: CreateOutcome::CreatedAs(Box::new(server.clone())),
+            ..Default::default()
+        };
+        let again = sync_with(cj, jobs, *now, &utc(), &lookups, &outcomes);
+        let mut recorded = first.clone();
+        assert!(record_created(&mut recorded, &server), "{name}");
+        assert_eq!(recorded, again, "{name}");
+        exercised += 1;
+    }
+    assert!(exercised >= 10, "only {exercised} cases create a Job");
+}
+
 #[test]
 fn created_job_is_listed_with_the_servers_uid() {
     let cj = history_cronjob(None, None);
