@@ -19,6 +19,7 @@ pub mod request_metrics;
 pub mod resources;
 pub mod selector;
 pub mod smp;
+pub mod storage_metrics;
 pub mod strategy;
 pub mod table;
 pub mod watch;
@@ -238,6 +239,7 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             return error::ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
         }
         "/metrics" => {
+            storage_metrics::record(&st.store);
             let body = st.metrics.get().map(|f| f()).unwrap_or_default();
             return (
                 StatusCode::OK,

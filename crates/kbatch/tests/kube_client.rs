@@ -1494,6 +1494,57 @@ async fn resource_requests_are_counted_as_kube_apiserver_counts_them() {
     assert!(m.contains("le=\"45\""), "{m}");
 }
 
+/// `apiserver_storage_objects` and `apiserver_resource_objects` count what is stored, per
+/// resource, when `/metrics` is read.
+#[tokio::test]
+async fn stored_objects_are_counted_per_resource() {
+    let s = Server::start().await;
+    let client = s.client().await;
+    let path = "/apis/batch/v1/namespaces/default/cronjobs";
+    for name in ["c1", "c2", "c3"] {
+        let cj = json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name},
+            "spec": {"schedule": "0 0 1 1 *", "suspend": true, "jobTemplate": {"spec": {
+                "template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}}}}}
+        });
+        let created = raw(
+            &client,
+            "POST",
+            path,
+            Some("application/json"),
+            cj.to_string(),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let counts = |m: &str| {
+        (
+            sample(m, "apiserver_storage_objects{resource=\"cronjobs.batch\"}"),
+            sample(
+                m,
+                "apiserver_resource_objects{group=\"batch\",resource=\"cronjobs\"}",
+            ),
+            sample(
+                m,
+                "apiserver_resource_objects{group=\"\",resource=\"namespaces\"}",
+            ),
+        )
+    };
+    let m = raw(&client, "GET", "/metrics", None, Vec::new()).await.body;
+    let (old, new, namespaces) = counts(&m);
+    assert_eq!((old, new), (Some(3.0), Some(3.0)), "{m}");
+    // default, kube-system, kube-public, kube-node-lease at least.
+    assert!(namespaces.is_some_and(|n| n >= 4.0), "{m}");
+    assert!(m.contains("# TYPE apiserver_storage_objects gauge"), "{m}");
+    let deleted = raw(&client, "DELETE", &format!("{path}/c2"), None, Vec::new()).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let m = raw(&client, "GET", "/metrics", None, Vec::new()).await.body;
+    assert_eq!(counts(&m).0, Some(2.0), "{m}");
+    assert_eq!(counts(&m).1, Some(2.0), "{m}");
+}
+
 fn event(name: &str) -> k8s_openapi::api::core::v1::Event {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Event",

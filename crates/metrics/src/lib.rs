@@ -2,8 +2,8 @@
 //! under upstream's names, in one process-wide registry rendered in the text exposition format
 //! (`/metrics`).
 //!
-//! Only counters and histograms are needed; a metric is declared once as a constant
-//! ([`CounterVec`], [`HistogramVec`]) and registered on first use, so that declaring it costs
+//! Counters, gauges and histograms; a metric is declared once as a constant ([`CounterVec`],
+//! [`GaugeVec`], [`HistogramVec`]) and registered on first use, so that declaring it costs
 //! nothing until it is observed.
 
 use std::collections::BTreeMap;
@@ -12,6 +12,13 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// A counter with labels.
 pub struct CounterVec {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub labels: &'static [&'static str],
+}
+
+/// A gauge with labels: a value that is set, not added to.
+pub struct GaugeVec {
     pub name: &'static str,
     pub help: &'static str,
     pub labels: &'static [&'static str],
@@ -38,6 +45,7 @@ pub fn exponential_buckets(start: f64, factor: f64, count: usize) -> Vec<f64> {
 
 enum Values {
     Counter(BTreeMap<String, f64>),
+    Gauge(BTreeMap<String, f64>),
     Histogram {
         bounds: Vec<f64>,
         series: BTreeMap<String, Histogram>,
@@ -124,6 +132,18 @@ impl Registry {
         }
     }
 
+    pub fn set(&self, m: &GaugeVec, values: &[&str], v: f64) {
+        let mut families = self.lock();
+        let family = families.entry(m.name).or_insert_with(|| Family {
+            help: m.help,
+            labels: m.labels,
+            values: Values::Gauge(BTreeMap::new()),
+        });
+        if let Values::Gauge(series) = &mut family.values {
+            with_series(series, m.labels, values, || 0.0, |g| *g = v);
+        }
+    }
+
     pub fn observe(&self, m: &HistogramVec, values: &[&str], v: f64) {
         let mut families = self.lock();
         let family = families.entry(m.name).or_insert_with(|| Family {
@@ -157,11 +177,11 @@ impl Registry {
         }
     }
 
-    /// The value of one counter series (for tests).
+    /// The value of one counter or gauge series (for tests).
     pub fn counter_value(&self, name: &str, values: &[&str]) -> f64 {
         let families = self.lock();
         match families.get(name).map(|f| &f.values) {
-            Some(Values::Counter(series)) => {
+            Some(Values::Counter(series) | Values::Gauge(series)) => {
                 let mut key = String::new();
                 series_key(&mut key, values, values);
                 series.get(&key).copied().unwrap_or(0.0)
@@ -177,12 +197,13 @@ impl Registry {
         for (name, f) in families.iter() {
             let kind = match f.values {
                 Values::Counter(_) => "counter",
+                Values::Gauge(_) => "gauge",
                 Values::Histogram { .. } => "histogram",
             };
             let _ = writeln!(out, "# HELP {name} {}", f.help);
             let _ = writeln!(out, "# TYPE {name} {kind}");
             match &f.values {
-                Values::Counter(series) => {
+                Values::Counter(series) | Values::Gauge(series) => {
                     for (values, v) in series {
                         let _ = writeln!(out, "{name}{} {v}", labels(f.labels, values, None));
                     }
@@ -246,6 +267,12 @@ impl CounterVec {
     }
 }
 
+impl GaugeVec {
+    pub fn set(&self, values: &[&str], v: f64) {
+        registry().set(self, values, v);
+    }
+}
+
 impl HistogramVec {
     pub fn observe(&self, values: &[&str], v: f64) {
         registry().observe(self, values, v);
@@ -267,6 +294,32 @@ mod tests {
         labels: &["kind"],
         buckets: || exponential_buckets(1.0, 2.0, 3),
     };
+
+    const G: GaugeVec = GaugeVec {
+        name: "test_objects",
+        help: "Objects.",
+        labels: &["group", "resource"],
+    };
+
+    #[test]
+    fn gauges_keep_the_last_value_set() {
+        let r = Registry::default();
+        r.set(&G, &["batch", "jobs"], 3.0);
+        r.set(&G, &["batch", "jobs"], 2.0);
+        r.set(&G, &["", "pods"], -1.0);
+        assert_eq!(r.counter_value("test_objects", &["batch", "jobs"]), 2.0);
+        let text = r.render();
+        assert!(text.contains("# HELP test_objects Objects."), "{text}");
+        assert!(text.contains("# TYPE test_objects gauge"), "{text}");
+        assert!(
+            text.contains("test_objects{group=\"batch\",resource=\"jobs\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("test_objects{group=\"\",resource=\"pods\"} -1\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn renders_counters_and_cumulative_histograms() {

@@ -48,6 +48,15 @@ impl Index {
         self.read().objects.get(key).cloned()
     }
 
+    /// How many objects have a key that starts with `prefix`.
+    pub(crate) fn count(&self, prefix: &str) -> usize {
+        self.read()
+            .objects
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .count()
+    }
+
     pub(crate) fn list(
         &self,
         prefix: &str,

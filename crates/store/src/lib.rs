@@ -331,6 +331,11 @@ impl Store {
         self.inner.shared.index.get(key)
     }
 
+    /// How many objects have a key that starts with `prefix` (nothing is copied).
+    pub fn count(&self, prefix: &str) -> usize {
+        self.inner.shared.index.count(prefix)
+    }
+
     /// Objects whose key starts with `prefix`, in key order, strictly after `start_after` when
     /// given, at most `limit` when given.
     pub fn list(

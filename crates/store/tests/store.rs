@@ -193,6 +193,15 @@ async fn list_pagination_and_prefix() {
     assert_eq!(s.list("/", None, None).items.len(), 22);
     assert_eq!(s.list("/cronjobs/", None, Some(0)).items.len(), 0);
     assert!(s.list("/cronjobs/", None, Some(0)).more);
+
+    // Counts see the same prefixes ("/jobs/" is not "/jobsets/") and follow deletions.
+    assert_eq!(s.count("/jobs/"), 20);
+    assert_eq!(s.count("/jobs/a/"), 10);
+    assert_eq!(s.count("/jobsets/"), 1);
+    assert_eq!(s.count("/"), 22);
+    assert_eq!(s.count("/pods/"), 0);
+    s.delete("/jobs/a/j00".into(), None).await.expect("delete");
+    assert_eq!(s.count("/jobs/"), 19);
 }
 
 #[tokio::test]
