@@ -1,10 +1,12 @@
 //! Runs a chosen set of controllers against one API server until shutdown, as
-//! kube-controller-manager does: each controller with its own event source component, all
-//! of them reading the same informers (one watch and cache per kind).
+//! kube-controller-manager does: each controller with its own event source component (and,
+//! given [`Clients::per_controller`], its own API client), all of them reading the same
+//! informers (one watch and cache per kind).
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use kube::Client;
 use tokio::sync::watch;
@@ -42,6 +44,44 @@ impl ControllerName {
             ControllerName::Ttl => "ttl",
             ControllerName::PodGc => "podgc",
         }
+    }
+}
+
+impl ControllerName {
+    /// The name kube-controller-manager builds this controller's client with (its
+    /// `ClientBuilder.ClientOrDie` name; the client's User-Agent carries it there).
+    pub fn client_name(self) -> &'static str {
+        match self {
+            ControllerName::Job => "job-controller",
+            ControllerName::CronJob => "cronjob-controller",
+            ControllerName::Ttl => "ttl-after-finished-controller",
+            ControllerName::PodGc => "pod-garbage-collector",
+        }
+    }
+}
+
+/// The client of the informers, as kube-controller-manager names it.
+pub const SHARED_INFORMERS: &str = "shared-informers";
+
+/// The API client of each controller and of the shared informers: one for all, or one per
+/// name (kube-controller-manager's layout, where each client has its own rate limit).
+#[derive(Clone)]
+pub struct Clients(Arc<dyn Fn(&str) -> Client + Send + Sync>);
+
+impl Clients {
+    /// Every controller and the informers share `client`.
+    pub fn shared(client: Client) -> Clients {
+        Clients(Arc::new(move |_| client.clone()))
+    }
+
+    /// `make(name)` builds the client of [`ControllerName::client_name`], or of
+    /// [`SHARED_INFORMERS`]; it is called once per name.
+    pub fn per_controller(make: impl Fn(&str) -> Client + Send + Sync + 'static) -> Clients {
+        Clients(Arc::new(make))
+    }
+
+    pub fn client(&self, name: &str) -> Client {
+        (self.0)(name)
     }
 }
 
@@ -105,15 +145,17 @@ pub enum ManagerError {
 
 /// Runs the configured controllers until `shutdown` turns true (or one of them fails).
 pub async fn run(
-    client: Client,
+    clients: Clients,
     config: ManagerConfig,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), ManagerError> {
     let mut tasks: JoinSet<Result<(), ManagerError>> = JoinSet::new();
     let mut recorders = Vec::new();
     // One informer per kind, shared by the controllers that need it.
-    let informers = InformerFactory::new(client.clone());
+    let informers = InformerFactory::new(clients.client(SHARED_INFORMERS));
     for name in &config.controllers {
+        // The controller's writes and its events go through its own client.
+        let client = clients.client(name.client_name());
         match name {
             ControllerName::Job => {
                 let (recorder, task) =

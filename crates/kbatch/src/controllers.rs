@@ -9,11 +9,13 @@ use clap::Args;
 use kbatch_controllers::cronjob::controller::CronJobControllerConfig;
 use kbatch_controllers::job::backoff::BackoffConfig;
 use kbatch_controllers::job::controller::JobControllerConfig;
-use kbatch_controllers::manager::{self, ManagerConfig};
+use kbatch_controllers::manager::{self, Clients, ControllerName, ManagerConfig, SHARED_INFORMERS};
 use kbatch_controllers::runtime::leader::{self, LeaderElectionConfig};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
+
+use crate::ratelimit::{Rate, RateLimitLayer};
 
 pub(crate) fn go_duration(s: &str) -> Result<Duration, String> {
     kbatch_cron::parse_go_duration(s)
@@ -87,10 +89,18 @@ pub struct ControllersArgs {
     /// How often candidates try to acquire, and the leader to renew.
     #[arg(long, default_value = "2s", value_parser = go_duration)]
     pub leader_elect_retry_period: Duration,
+    /// Requests per second that each controller's client (and the informers', and leader
+    /// election's) may send; 0 means 5, a negative value no limit (client-go's QPS).
+    #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
+    pub kube_api_qps: f32,
+    /// Requests a client may send at once above that rate; 0 means 10.
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true)]
+    pub kube_api_burst: i32,
 }
 
-/// A client for the API server of a kubeconfig file, or inferred from the environment.
-pub async fn client_for(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+/// The client configuration of a kubeconfig file, or inferred from the environment, with the
+/// controller manager's User-Agent.
+async fn config_for(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
@@ -103,13 +113,50 @@ pub async fn client_for(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> 
             .await
             .context("finding a kubeconfig or in-cluster configuration")?,
     };
-    let config = crate::user_agent::with_user_agent(config, crate::user_agent::CONTROLLER_MANAGER)?;
-    Client::try_from(config).context("building the API client")
+    crate::user_agent::with_user_agent(config, crate::user_agent::CONTROLLER_MANAGER)
+}
+
+/// A client of `config` whose requests keep to `rate` (its own bucket), when given.
+fn limited_client(config: &kube::Config, rate: Option<Rate>) -> anyhow::Result<Client> {
+    let builder =
+        kube::client::ClientBuilder::try_from(config.clone()).context("building the API client")?;
+    Ok(match rate {
+        Some(rate) => builder.with_layer(&RateLimitLayer::new(rate)).build(),
+        None => builder.build(),
+    })
+}
+
+/// As kube-controller-manager: a client, with its own rate limit, for each controller, for
+/// the shared informers and for leader election.
+fn controller_clients(
+    config: &kube::Config,
+    rate: Option<Rate>,
+) -> anyhow::Result<(Clients, Client)> {
+    let mut clients = std::collections::HashMap::new();
+    let names = ControllerName::ALL
+        .iter()
+        .map(|c| c.client_name())
+        .chain([SHARED_INFORMERS]);
+    for name in names {
+        clients.insert(name, limited_client(config, rate)?);
+    }
+    let fallback = limited_client(config, rate)?;
+    let leader_election = limited_client(config, rate)?;
+    let clients = Clients::per_controller(move |name| {
+        clients
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| fallback.clone())
+    });
+    Ok((clients, leader_election))
 }
 
 pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     let config = args.flags.manager_config(&args.controllers)?;
-    let client = client_for(args.kubeconfig.as_ref()).await?;
+    let rate =
+        Rate::from_flags(args.kube_api_qps, args.kube_api_burst).context("--kube-api-burst")?;
+    let client_config = config_for(args.kubeconfig.as_ref()).await?;
+    let (clients, client) = controller_clients(&client_config, rate)?;
     let version = client
         .apiserver_version()
         .await
@@ -135,8 +182,8 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
             retry_period: args.leader_elect_retry_period,
         };
         tokio::spawn(async move {
-            match leader::run_with_leader_election(client.clone(), election, stop_rx, move |stop| {
-                manager::run(client, config, stop)
+            match leader::run_with_leader_election(client, election, stop_rx, move |stop| {
+                manager::run(clients, config, stop)
             })
             .await
             {
@@ -147,7 +194,7 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
         })
     } else {
         tokio::spawn(async move {
-            manager::run(client, config, stop_rx)
+            manager::run(clients, config, stop_rx)
                 .await
                 .map_err(anyhow::Error::from)
         })

@@ -149,8 +149,9 @@ impl Instance {
         let (stop_controllers, controllers_stop) = watch::channel(false);
         let controllers = spawn_on_own_runtime("kbatch-controllers", || {
             let client = client_for(&client_config, Some(user_agent::CONTROLLER_MANAGER))?;
+            // The embedded server is this process's own: one client, no client-side limit.
             Ok(kbatch_controllers::manager::run(
-                client,
+                kbatch_controllers::manager::Clients::shared(client),
                 cfg.controllers,
                 controllers_stop,
             ))

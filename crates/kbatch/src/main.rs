@@ -5,6 +5,7 @@ mod controllers;
 mod instance;
 mod kubeconfig;
 mod metrics_server;
+mod ratelimit;
 mod run;
 mod schedule;
 mod tls;

@@ -267,3 +267,64 @@ async fn a_bad_kubeconfig_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown controller \"bogus\""), "{err}");
 }
+
+/// `--kube-api-qps` and `--kube-api-burst` hold the Job controller's client to its rate, as
+/// client-go's token bucket: 8 pods at 4 requests per second with a burst of 1 take at least
+/// 1.75 s to create, where unlimited they take milliseconds.
+#[tokio::test]
+async fn the_client_keeps_to_its_rate_limit() {
+    let server = Server::start().await;
+    let client = server.client().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("controllers.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_kbatch"))
+        .args(["controllers", "--controllers", "job", "--kubeconfig"])
+        .arg(server.data_dir().join("kubeconfig"))
+        .args(["--kube-api-qps", "4", "--kube-api-burst", "1"])
+        .env("KBATCH_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(File::create(&log).expect("create the log"))
+        .spawn()
+        .expect("spawn kbatch controllers");
+    let _replica = Replica {
+        child,
+        log,
+        metrics_port: 0,
+    };
+    let mut j = common::job_json("limited");
+    j["spec"]["parallelism"] = json!(8);
+    j["spec"]["completions"] = json!(8);
+    let job: Job = serde_json::from_value(j).expect("a Job");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let started = std::time::Instant::now();
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create job");
+    eventually(WAIT, "the controller creates 8 pods", || async {
+        (active_pods(&pods, "limited").await.len() == 8).then_some(())
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500),
+        "8 pods in {took:?}: the rate limit was not applied"
+    );
+}
+
+/// A burst that cannot be is refused with client-go's words.
+#[tokio::test]
+async fn a_negative_burst_with_a_rate_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kbatch"))
+        .args(["controllers", "--kubeconfig", "/nonexistent"])
+        .args(["--kube-api-qps", "20", "--kube-api-burst", "-1"])
+        .output()
+        .expect("run kbatch controllers");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("burst is required to be greater than 0 when QPS is set to greater than 0"),
+        "{err}"
+    );
+}
