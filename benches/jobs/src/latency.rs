@@ -63,6 +63,33 @@ pub fn write_latencies(metrics: &str) -> Vec<WriteLatency> {
         .collect()
 }
 
+/// How many Job syncs the Job controller made and their mean duration, from upstream's
+/// `job_controller_job_sync_duration_seconds` (all label sets together); `None` without any.
+#[allow(dead_code)] // Used by the Job benchmark only.
+pub fn job_syncs(metrics: &str) -> Option<(f64, Duration)> {
+    let (mut sum, mut count) = (0.0, 0.0);
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("job_controller_job_sync_duration_seconds_") else {
+            continue;
+        };
+        let Some((which, value)) = rest
+            .split_once(['{', ' '])
+            .and_then(|(which, rest)| Some((which, rest.rsplit_once(' ')?.1)))
+        else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        match which {
+            "sum" => sum += value,
+            "count" => count += value,
+            _ => {}
+        }
+    }
+    (count > 0.0).then(|| (count, Duration::from_secs_f64(sum / count)))
+}
+
 /// Prints the kinds written at least `min_count` times (one-off writes say little).
 pub fn print(latencies: &[WriteLatency], min_count: f64) {
     for l in latencies.iter().filter(|l| l.count >= min_count) {
@@ -121,6 +148,20 @@ apiserver_request_duration_seconds_count{verb="LIST",dry_run="",group="",version
             got,
             [("POST pods", 2.0, 2000), ("PUT jobs/status", 1.0, 3000)]
         );
+    }
+
+    #[test]
+    fn job_syncs_add_up_every_label_set() {
+        let text = r#"# TYPE job_controller_job_sync_duration_seconds histogram
+job_controller_job_sync_duration_seconds_bucket{completion_mode="NonIndexed",result="success",action="reconciling",le="0.004"} 3
+job_controller_job_sync_duration_seconds_sum{completion_mode="NonIndexed",result="success",action="reconciling"} 0.03
+job_controller_job_sync_duration_seconds_count{completion_mode="NonIndexed",result="success",action="reconciling"} 3
+job_controller_job_sync_duration_seconds_sum{completion_mode="NonIndexed",result="success",action="pods_created"} 0.05
+job_controller_job_sync_duration_seconds_count{completion_mode="NonIndexed",result="success",action="pods_created"} 2
+"#;
+        let (count, mean) = job_syncs(text).expect("syncs");
+        assert_eq!((count, mean.as_millis()), (5.0, 16));
+        assert_eq!(job_syncs("apiserver_request_total{} 3\n"), None);
     }
 
     #[test]

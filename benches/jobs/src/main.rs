@@ -294,7 +294,7 @@ async fn main() -> anyhow::Result<()> {
     let total = watcher.await.context("the watch task failed")??;
     let (cpu1, peak) = usage(pid)?;
     let parts = threads::by_part(&server.threads0, &threads::snapshot(pid));
-    let latencies = server_write_latencies(&jobs).await?;
+    let latencies = write_latencies(&server_metrics(&jobs).await?);
     println!("executor        {}", args.executor);
     println!("jobs            {n}");
     println!("all created in  {:.2} s", created_after.as_secs_f64());
@@ -314,8 +314,8 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The server's mean time per kind of write so far, from its `/metrics`.
-async fn server_write_latencies(jobs: &Api<Job>) -> anyhow::Result<Vec<WriteLatency>> {
+/// The server's `/metrics` text.
+async fn server_metrics(jobs: &Api<Job>) -> anyhow::Result<String> {
     let metrics = jobs
         .clone()
         .into_client()
@@ -326,7 +326,7 @@ async fn server_write_latencies(jobs: &Api<Job>) -> anyhow::Result<Vec<WriteLate
         )
         .await
         .context("reading /metrics")?;
-    Ok(write_latencies(&metrics))
+    Ok(metrics)
 }
 
 /// One `--pods` run: the Job's wall time, the server's CPU seconds and peak RSS, and the
@@ -340,6 +340,8 @@ struct PodsRun {
     shell: Duration,
     /// The server's mean time per write, by kind (`apiserver_request_duration_seconds`).
     latencies: Vec<WriteLatency>,
+    /// The Job controller's syncs of the Job: how many, and their mean duration.
+    job_syncs: Option<(f64, Duration)>,
 }
 
 impl PodsRun {
@@ -372,6 +374,15 @@ async fn run_pods(args: &Args, pods: usize) -> anyhow::Result<()> {
             args.parallelism
         );
         println!("ratio           {:.2}x  (target <= 3x)", r.ratio());
+        if let Some((count, mean)) = r.job_syncs {
+            // One Job's syncs run one at a time: their count times their length is the
+            // controller's critical path.
+            println!(
+                "job syncs       {count:.0}, {:.2} ms mean ({:.2} s in all)",
+                mean.as_secs_f64() * 1000.0,
+                count * mean.as_secs_f64()
+            );
+        }
         // One-off writes (the node, its lease, the Job itself) say little.
         latency::print(&r.latencies, 10.0);
     }
@@ -421,7 +432,9 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
     };
     let (cpu1, peak) = usage(pid)?;
     let parts = threads::by_part(&server.threads0, &threads::snapshot(pid));
-    let latencies = server_write_latencies(jobs).await?;
+    let metrics = server_metrics(jobs).await?;
+    let latencies = write_latencies(&metrics);
+    let job_syncs = latency::job_syncs(&metrics);
     // The shell gets the machine to itself: what kbatch still does after the Job completes
     // (events, cleanup) is not charged to it.
     drop(stream);
@@ -434,5 +447,6 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
         peak,
         shell,
         latencies,
+        job_syncs,
     })
 }
