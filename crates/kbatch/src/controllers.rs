@@ -9,7 +9,7 @@ use clap::Args;
 use kbatch_controllers::cronjob::controller::CronJobControllerConfig;
 use kbatch_controllers::job::backoff::BackoffConfig;
 use kbatch_controllers::job::controller::JobControllerConfig;
-use kbatch_controllers::manager::{self, Clients, ControllerName, ManagerConfig, SHARED_INFORMERS};
+use kbatch_controllers::manager::{self, Clients, ControllerName, ManagerConfig};
 use kbatch_controllers::runtime::leader::{self, LeaderElectionConfig};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -132,22 +132,15 @@ fn controller_clients(
     config: &kube::Config,
     rate: Option<Rate>,
 ) -> anyhow::Result<(Clients, Client)> {
+    let informers = limited_client(config, rate)?;
     let mut clients = std::collections::HashMap::new();
-    let names = ControllerName::ALL
-        .iter()
-        .map(|c| c.client_name())
-        .chain([SHARED_INFORMERS]);
-    for name in names {
-        clients.insert(name, limited_client(config, rate)?);
+    for c in ControllerName::ALL {
+        clients.insert(c.client_name(), limited_client(config, rate)?);
     }
-    let fallback = limited_client(config, rate)?;
     let leader_election = limited_client(config, rate)?;
-    let clients = Clients::per_controller(move |name| {
-        clients
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| fallback.clone())
-    });
+    // Every name the manager asks for is a controller's or the informers'.
+    let clients =
+        Clients::per_controller(move |name| clients.get(name).unwrap_or(&informers).clone());
     Ok((clients, leader_election))
 }
 

@@ -24,9 +24,7 @@ use super::{
     active_missing_from_cache, jobs_to_be_reconciled, needs_fresh_cronjob, record_created,
     requeue_on_update, sync_with,
 };
-use crate::runtime::consistency::{
-    CRONJOBS, ConsistencyStore, GroupResource, JOBS, STALE_SYNC_RECHECK,
-};
+use crate::runtime::consistency::{CRONJOBS, ConsistencyStore, JOBS, STALE_SYNC_RECHECK};
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{object_key, split_key};
@@ -382,21 +380,17 @@ impl Inner {
             .await;
     }
 
-    /// Records a write made for `cj`, which its next sync waits to see in the cache of
-    /// `resource`.
-    fn wrote(&self, cj: &CronJob, resource: GroupResource, resource_version: Option<&str>) {
-        let uid = cj.metadata.uid.as_deref().unwrap_or_default();
-        self.consistency
-            .wrote_at(&object_key(cj), uid, resource, resource_version);
-    }
-
     /// The status write, then the sync's error or next look.
     async fn finish(&self, f: Finish) -> Result<Option<Duration>, SyncError> {
         if let Some(updated) = &f.status {
             let written =
                 writes::replace_status_named(&f.api, &f.name, &PostParams::default(), updated)
                     .await?;
-            self.wrote(updated, CRONJOBS, written.resource_version.as_deref());
+            self.consistency.wrote_for(
+                &updated.metadata,
+                CRONJOBS,
+                written.resource_version.as_deref(),
+            );
         }
         if let Some(err) = f.error {
             return Err(SyncError::Plan(err));
@@ -548,7 +542,11 @@ impl Inner {
                 });
             drop(creating);
             if let Ok(job) = &created {
-                self.wrote(cj, JOBS, job.metadata.resource_version.as_deref());
+                self.consistency.wrote_for(
+                    &cj.metadata,
+                    JOBS,
+                    job.metadata.resource_version.as_deref(),
+                );
             }
             outcomes.create = match created {
                 Ok(created) => {

@@ -29,9 +29,7 @@ use super::{
     FailedPodActions, JobEvent, Plan, PodDeletion, SyncContext, indexed_completions, is_finished,
     managed_elsewhere, pods, slow_start_batches, sync_refs, tracking,
 };
-use crate::runtime::consistency::{
-    ConsistencyStore, GroupResource, JOBS, PODS, STALE_SYNC_RECHECK,
-};
+use crate::runtime::consistency::{ConsistencyStore, JOBS, PODS, STALE_SYNC_RECHECK};
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingExpectations};
 use crate::runtime::informer::{Change, InformerFactory, Lister};
@@ -626,14 +624,6 @@ impl Inner {
         }
     }
 
-    /// Records a write made for `job`, which its next sync waits to see in the cache of
-    /// `resource`.
-    fn wrote(&self, job: &Job, resource: GroupResource, resource_version: Option<&str>) {
-        let uid = job.metadata.uid.as_deref().unwrap_or_default();
-        self.consistency
-            .wrote_at(&object_key(job), uid, resource, resource_version);
-    }
-
     fn emit(&self, job: &Job, events: &[JobEvent]) {
         for e in events {
             self.recorder
@@ -655,7 +645,11 @@ impl Inner {
         let pp = PostParams::default();
         let written =
             writes::replace_status_lean(&self.jobs_api(&ns), &name, &pp, &updated).await?;
-        self.wrote(job, JOBS, written.metadata.resource_version.as_deref());
+        self.consistency.wrote_for(
+            &job.metadata,
+            JOBS,
+            written.metadata.resource_version.as_deref(),
+        );
         record_finish_metrics(job, old.as_ref(), written.status.as_ref());
         Ok(Arc::new(written))
     }
@@ -687,7 +681,8 @@ impl Inner {
             for (d, r) in plan.pods_to_delete.iter().zip(results) {
                 match r {
                     Ok(patched_rv) => {
-                        self.wrote(job, PODS, patched_rv.as_deref());
+                        self.consistency
+                            .wrote_for(&job.metadata, PODS, patched_rv.as_deref());
                         self.event(job, JobEvent::pod_deleted(&d.pod.name));
                     }
                     Err(e) => {
@@ -726,7 +721,11 @@ impl Inner {
                     match r {
                         Ok(created) => {
                             m::JOB_PODS_CREATION_TOTAL.inc(&[reason, "succeeded"]);
-                            self.wrote(job, PODS, created.resource_version.as_deref());
+                            self.consistency.wrote_for(
+                                &job.metadata,
+                                PODS,
+                                created.resource_version.as_deref(),
+                            );
                             let name = created.name.unwrap_or_default();
                             self.event(job, JobEvent::pod_created(&name));
                         }
@@ -831,7 +830,8 @@ impl Inner {
         for (uid, r) in results {
             match r {
                 Ok(rv) => {
-                    self.wrote(job, PODS, rv.as_deref());
+                    self.consistency
+                        .wrote_for(&job.metadata, PODS, rv.as_deref());
                     removed.insert(uid);
                 }
                 Err(e) => {
@@ -875,7 +875,11 @@ impl Inner {
                         .await
                     {
                         Ok(adopted) => {
-                            self.wrote(job, PODS, adopted.metadata.resource_version.as_deref());
+                            self.consistency.wrote_for(
+                                &job.metadata,
+                                PODS,
+                                adopted.metadata.resource_version.as_deref(),
+                            );
                             owned.push(Arc::new(adopted));
                         }
                         Err(e) if is_not_found(&e) => {}
@@ -892,9 +896,11 @@ impl Inner {
                         )
                         .await
                     {
-                        Ok(released) => {
-                            self.wrote(job, PODS, released.metadata.resource_version.as_deref())
-                        }
+                        Ok(released) => self.consistency.wrote_for(
+                            &job.metadata,
+                            PODS,
+                            released.metadata.resource_version.as_deref(),
+                        ),
                         Err(e) if is_not_found(&e) => {}
                         Err(e) => return Err(e.into()),
                     }

@@ -9,8 +9,10 @@ use std::fmt;
 use std::sync::Mutex;
 
 use kube::Resource;
+use kube::api::ObjectMeta;
 
 use super::informer::{Lister, SyncProgress};
+use super::key::meta_key;
 
 /// A kind's group and plural resource name, as the metrics label them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -109,6 +111,18 @@ impl ConsistencyStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Written>>> {
         // Entries are replaced whole: a poisoned map is still consistent.
         self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`ConsistencyStore::wrote_at`] for a write made while reconciling the object `owner`
+    /// describes.
+    pub fn wrote_for(
+        &self,
+        owner: &ObjectMeta,
+        resource: GroupResource,
+        resource_version: Option<&str>,
+    ) {
+        let uid = owner.uid.as_deref().unwrap_or_default();
+        self.wrote_at(&meta_key(owner), uid, resource, resource_version);
     }
 
     /// Records that a write made while reconciling `key` (whose object has `uid`) returned

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use super::event_correlator::{Correlated, Correlator, event_name};
+use super::token_bucket::TokenBucket;
 
 /// client-go's `maxTriesPerEvent`, and its broadcaster's sleep between tries.
 const MAX_TRIES: u32 = 12;
@@ -155,40 +156,6 @@ struct Writer {
     correlator: Correlator,
     limiter: Option<TokenBucket>,
     queued: Option<Arc<AtomicUsize>>,
-}
-
-/// client-go's token-bucket rate limiter: `burst` tokens, refilled at `qps` per second; a
-/// write waits for a token.
-struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    tokens: f64,
-    at: tokio::time::Instant,
-}
-
-impl TokenBucket {
-    fn new(qps: f64, burst: u32) -> TokenBucket {
-        let burst = f64::from(burst.max(1));
-        TokenBucket {
-            qps: qps.max(f64::MIN_POSITIVE),
-            burst,
-            tokens: burst,
-            at: tokio::time::Instant::now(),
-        }
-    }
-
-    /// How long to wait before the next write, taking its token.
-    fn reserve(&mut self, now: tokio::time::Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
-        self.at = now;
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / self.qps)
-        }
-    }
 }
 
 impl Writer {
@@ -332,25 +299,6 @@ fn jitter() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_token_bucket_allows_its_burst_then_its_rate() {
-        let start = tokio::time::Instant::now();
-        let mut b = TokenBucket::new(50.0, 100);
-        b.at = start;
-        for _ in 0..100 {
-            assert_eq!(b.reserve(start), Duration::ZERO);
-        }
-        // The 101st waits one fiftieth of a second; the next one two.
-        assert_eq!(b.reserve(start), Duration::from_millis(20));
-        assert_eq!(b.reserve(start), Duration::from_millis(40));
-        // A second later, 50 tokens came back, less the two owed.
-        let later = start + Duration::from_secs(1);
-        for _ in 0..48 {
-            assert_eq!(b.reserve(later), Duration::ZERO);
-        }
-        assert!(b.reserve(later) > Duration::ZERO);
-    }
 
     #[tokio::test]
     async fn a_full_queue_drops_new_events() {

@@ -2,6 +2,7 @@
 //! for cluster-scoped objects. Work queues carry these keys.
 
 use kube::Resource;
+use kube::api::ObjectMeta;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("unexpected key format: {0:?}")]
@@ -9,7 +10,11 @@ pub struct KeyError(pub String);
 
 /// The key of `obj`.
 pub fn object_key<K: Resource>(obj: &K) -> String {
-    let meta = obj.meta();
+    meta_key(obj.meta())
+}
+
+/// The key of the object `meta` describes.
+pub fn meta_key(meta: &ObjectMeta) -> String {
     let name = meta.name.as_deref().unwrap_or_default();
     match meta.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),

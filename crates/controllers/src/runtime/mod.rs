@@ -12,4 +12,5 @@ pub mod leader;
 /// The registry lives in its own crate, shared with the API server's request metrics.
 pub use kbatch_metrics as metrics;
 pub mod queue;
+pub mod token_bucket;
 pub mod writes;
