@@ -278,8 +278,22 @@ where
         let _on = rt.enter();
         start()?
     };
-    // The blocking thread drives the runtime until the future ends, then drops it.
-    Ok(tokio::task::spawn_blocking(move || rt.block_on(future)))
+    // The future runs as a task on the runtime's own threads (under `block_on` it would run
+    // on the server's blocking thread, and be counted as the server's CPU); the blocking
+    // thread only waits for it, then drops the runtime. A panic in it is passed on, as
+    // `block_on` would have.
+    let name = name.to_string();
+    Ok(tokio::task::spawn_blocking(move || {
+        let task = rt.spawn(future);
+        match rt.block_on(task) {
+            Ok(out) => out,
+            Err(e) => match e.try_into_panic() {
+                Ok(payload) => std::panic::resume_unwind(payload),
+                // Not cancelled: the runtime lives until this returns.
+                Err(e) => panic!("the {name} task ended without an outcome: {e}"),
+            },
+        }
+    }))
 }
 
 /// A client with `config` (the server's URL and credentials), sending `component`'s
