@@ -113,6 +113,11 @@ impl Instance {
         let (server, client_config) = if cfg.listen.ip().is_loopback() {
             let url = format!("http://{addr}");
             crate::kubeconfig::write(&kubeconfig, &url, &Access::Plain)?;
+            // Watch events go out as they happen, not held back for a segment to fill (TLS
+            // connections get the same from the TLS listener).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let server = tokio::spawn(kbatch_apiserver::serve(listener, state.clone(), stopped));
             let url = url.parse().context("building the server's URL")?;
             (server, kube::Config::new(url))
