@@ -557,7 +557,13 @@ async fn create_doc(
     let generate = object::meta_str(&v, "name")
         .is_none()
         .then(|| object::meta_str(&v, "generateName").map(str::to_string));
+    // Only a generated name is ever tried again (with the same body).
+    let retries = matches!(generate, Some(Some(_)));
+    let mut body = Some(v);
     for attempt in 0..8 {
+        let Some(v) = body.as_ref() else {
+            break;
+        };
         let mut on_unknown = |unknown: Vec<String>| {
             let found = fv.check(sres, unknown)?;
             if attempt == 0 {
@@ -574,8 +580,13 @@ async fn create_doc(
             Some(_) => Some(&mut track),
             None => None,
         };
-        let obj = strategy.create(&v, &mut on_unknown, &mut fill, track)?;
+        let obj = strategy.create(v, &mut on_unknown, &mut fill, track)?;
         let name = object::name(&obj).to_string();
+        if !retries {
+            // Freed here, on the thread that built it: after an await the task may go on on
+            // another thread, and freeing another thread's memory costs more.
+            body = None;
+        }
         if res.namespaced {
             ensure_namespace(st, t.namespace.as_deref().unwrap_or("")).await?;
         }
@@ -863,7 +874,12 @@ async fn update_checked(
             .pointer("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        let result = if deleting && grace == 0 && object::finalizers(&new).is_empty() {
+        let removing = deleting && grace == 0 && object::finalizers(&new).is_empty();
+        // Freed before the store's reply, on the thread that built them: the task may resume
+        // on another thread, and freeing another thread's memory costs more.
+        drop(old);
+        let result = if removing {
+            drop(new);
             st.store.delete(key.clone(), Some(cur.rv)).await
         } else {
             st.store.update(key.clone(), new, Some(cur.rv)).await
