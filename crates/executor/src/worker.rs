@@ -19,8 +19,8 @@ use futures::stream::FuturesUnordered;
 use jiff::Timestamp;
 use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
 use kbatch_api::podlog;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use serde_json::{Value, json};
+use kube::api::{Api, DeleteParams, Preconditions};
+
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -101,21 +101,60 @@ pub async fn run(
     }
 }
 
-/// The written status of a `pods/status` patch response: kube's `Api::patch_status` would
-/// decode the whole pod (spec, metadata, managedFields) only for the worker to keep the status.
+/// The merge patch kubelet's status manager sends for `status`: the pod's UID as a
+/// precondition, and the fields this status no longer has cleared with null. Written straight
+/// to bytes (the status once, no JSON tree in between): it is sent for every pod.
+fn status_patch(uid: &str, status: &PodStatus) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::with_capacity(1536);
+    out.extend_from_slice(br#"{"metadata":{"uid":"#);
+    serde_json::to_writer(&mut out, uid)?;
+    out.extend_from_slice(br#"},"status":"#);
+    let start = out.len();
+    serde_json::to_writer(&mut out, status)?;
+    // Reopen the status object (it ends with its brace) to add the cleared fields.
+    out.pop();
+    let mut empty = out.len() == start + 1;
+    let cleared = [
+        ("message", status.message.is_none()),
+        ("reason", status.reason.is_none()),
+        (
+            "initContainerStatuses",
+            status.init_container_statuses.is_none(),
+        ),
+    ];
+    for (field, absent) in cleared {
+        if absent {
+            if !empty {
+                out.push(b',');
+            }
+            empty = false;
+            out.push(b'"');
+            out.extend_from_slice(field.as_bytes());
+            out.extend_from_slice(br#"":null"#);
+        }
+    }
+    out.extend_from_slice(b"}}");
+    Ok(out)
+}
+
+/// Sends a `pods/status` merge patch and returns the written status: kube's
+/// `Api::patch_status` would decode the whole pod (spec, metadata, managedFields) only for the
+/// worker to keep the status.
 async fn patch_status(
     api: &Api<Pod>,
     name: &str,
-    patch: &Patch<Value>,
+    body: Vec<u8>,
 ) -> Result<Option<PodStatus>, kube::Error> {
     #[derive(serde::Deserialize)]
     struct StatusOnly {
         #[serde(default)]
         status: Option<PodStatus>,
     }
-    let mut req = kube::core::Request::new(api.resource_url())
-        .patch_subresource("status", name, &PatchParams::default(), patch)
-        .map_err(kube::Error::BuildRequest)?;
+    let url = format!("{}/{name}/status", api.resource_url());
+    let mut req = http::Request::patch(url)
+        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+        .body(body)
+        .map_err(|e| kube::Error::BuildRequest(kube::core::request::Error::BuildRequest(e)))?;
     req.extensions_mut().insert("patch_status");
     let written: StatusOnly = api.clone().into_client().request(req).await?;
     Ok(written.status)
@@ -908,21 +947,14 @@ impl Worker {
                 self.status_retry_at = None;
                 return Sync::Done;
             }
-            let mut body = match serde_json::to_value(&desired) {
-                Ok(v) => v,
+            let body = match status_patch(&self.uid, &desired) {
+                Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(pod = %self.name, error = %e, "encoding a pod status");
                     return Sync::Retry;
                 }
             };
-            // Merge patch: fields this status no longer has must be cleared explicitly.
-            if let Some(m) = body.as_object_mut() {
-                for k in ["message", "reason", "initContainerStatuses"] {
-                    m.entry(k).or_insert(Value::Null);
-                }
-            }
-            let patch = json!({"metadata": {"uid": self.uid}, "status": body});
-            match patch_status(&self.api, &self.name, &Patch::Merge(patch)).await {
+            match patch_status(&self.api, &self.name, body).await {
                 Ok(written) => {
                     self.written = written;
                     self.status_retry_at = None;
@@ -1111,5 +1143,68 @@ fn record_from_status(cs: &ContainerStatus) -> ContainerRecord {
             .as_ref()
             .and_then(|l| l.terminated.as_ref())
             .map(term),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_patch;
+    use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, PodCondition, PodStatus};
+    use serde_json::{Value, json};
+
+    /// The patch as a tree: the status's own fields, then null for each of the three a
+    /// status may have dropped since the last write.
+    fn reference(uid: &str, status: &PodStatus) -> Value {
+        let mut body = serde_json::to_value(status).unwrap();
+        let m = body.as_object_mut().unwrap();
+        for k in ["message", "reason", "initContainerStatuses"] {
+            m.entry(k).or_insert(Value::Null);
+        }
+        json!({"metadata": {"uid": uid}, "status": body})
+    }
+
+    #[test]
+    fn the_status_patch_clears_what_the_status_no_longer_has() {
+        let full = PodStatus {
+            phase: Some("Failed".into()),
+            reason: Some("DeadlineExceeded".into()),
+            message: Some("Pod was active on the node longer than \"5s\"".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                ..PodCondition::default()
+            }]),
+            init_container_statuses: Some(vec![]),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "c".into(),
+                restart_count: 2,
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        };
+        let only_phase = PodStatus {
+            phase: Some("Running".into()),
+            ..PodStatus::default()
+        };
+        for (uid, status) in [
+            ("u-1", PodStatus::default()),
+            ("u-\"2\"", only_phase),
+            ("u-3", full),
+        ] {
+            let bytes = status_patch(uid, &status).unwrap();
+            let got: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(
+                got,
+                reference(uid, &status),
+                "{}",
+                String::from_utf8_lossy(&bytes)
+            );
+        }
+        let empty: Value =
+            serde_json::from_slice(&status_patch("u", &PodStatus::default()).unwrap()).unwrap();
+        assert_eq!(
+            empty["status"],
+            json!({"message": null, "reason": null, "initContainerStatuses": null})
+        );
     }
 }
