@@ -176,6 +176,12 @@ impl<K: Resource> Indexed<K> {
     }
 
     fn insert(&mut self, key: ObjKey, obj: Arc<K>) -> Option<Arc<K>> {
+        // Most updates (a status, a finalizer) keep the controller: the indexes stay as they are.
+        if let Some(cur) = self.objects.get_mut(&key)
+            && controller_of(cur.as_ref()) == controller_of(obj.as_ref())
+        {
+            return Some(std::mem::replace(cur, obj));
+        }
         let old = self.remove(&key);
         self.index(&key, &obj);
         self.objects.insert(key, obj);
@@ -729,6 +735,16 @@ mod tests {
             names(&l.list_controlled_or_orphaned("c", "u1")),
             Vec::<String>::new()
         );
+        // An update that keeps the controller (a status, a finalizer): listed as before, new
+        // version.
+        w.apply(watcher::Event::Apply(owned(
+            pod("b", "p5", "7", &[]),
+            "u1",
+            true,
+        )));
+        let listed = l.list_controlled_or_orphaned("b", "u1");
+        assert_eq!(names(&listed), ["p5", "p6"]);
+        assert_eq!(listed[0].metadata.resource_version.as_deref(), Some("7"));
 
         // Released by u2 (owner reference removed), adopted by u1, deleted.
         w.apply(watcher::Event::Apply(pod("a", "p2", "2", &[])));
