@@ -39,6 +39,7 @@ use serde_json::json;
 use crate::error::{ApiError, json_response};
 use crate::handlers::{Change, MAX_BODY_BYTES};
 use crate::request::{Query, Route, Target};
+use crate::request_metrics::NonResource;
 
 /// Namespaces that exist from the start, as on a new cluster.
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -229,10 +230,25 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
     let query = Query::parse(req.uri().query());
     let span = tracing::debug_span!("request", %method, %path);
     let _guard = span.enter();
+    let started = std::time::Instant::now();
+    // The non-resource endpoints upstream counts in its request metrics.
+    let counted = |endpoint, resp: Response| {
+        let ct = handlers::content_type(req.headers());
+        request_metrics::RequestLabels::non_resource(endpoint, &method, &query, &ct)
+            .record_response(resp, started)
+    };
     match path.as_str() {
-        "/healthz" | "/livez" | "/readyz" => {
+        p @ ("/healthz" | "/livez" | "/readyz") => {
+            let endpoint = NonResource::Health(match p {
+                "/healthz" => "/healthz",
+                "/livez" => "/livez",
+                _ => "/readyz",
+            });
             let ready = st.ready.load(Ordering::SeqCst);
-            return health(&path, ready, st.store.health()).into_response();
+            return counted(
+                endpoint,
+                health(&path, ready, st.store.health()).into_response(),
+            );
         }
         "/version" => return json_response(StatusCode::OK, &discovery::version()),
         _ if !st.authenticated(&req) => {
@@ -251,12 +267,16 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             )
                 .into_response();
         }
-        "/openapi/v3" => return json_response(StatusCode::OK, &openapi::root()),
+        "/openapi/v3" => {
+            let resp = json_response(StatusCode::OK, &openapi::root());
+            return counted(NonResource::OpenApiRoot, resp);
+        }
         p if p.starts_with("/openapi/v3/") => {
-            return match openapi::for_path(&p["/openapi/v3/".len()..]) {
+            let resp = match openapi::for_path(&p["/openapi/v3/".len()..]) {
                 Ok(doc) => json_response(StatusCode::OK, doc),
                 Err(e) => e.into_response(),
             };
+            return counted(NonResource::OpenApiGroupVersion, resp);
         }
         _ => {}
     }
@@ -283,7 +303,14 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
                         resp.headers_mut()
                             .insert(axum::http::header::CONTENT_TYPE, ct);
                     }
-                    Ok(resp)
+                    let root = if legacy_root { "/api" } else { "/apis" };
+                    let labels = request_metrics::RequestLabels::non_resource(
+                        NonResource::AggregatedDiscovery(root),
+                        &method,
+                        &query,
+                        "",
+                    );
+                    return labels.record_response(resp, started);
                 }
                 _ => discovery_doc(st, &method, group, version, legacy_root),
             }

@@ -1,6 +1,7 @@
-//! kube-apiserver's request metrics for resource requests: `apiserver_request_total` and
+//! kube-apiserver's request metrics: `apiserver_request_total` and
 //! `apiserver_request_duration_seconds`, with upstream's names, help texts, labels, buckets
-//! and label values (the reported verb, the scope, the code as a string).
+//! and label values (the reported verb, the scope, the code as a string), for resource
+//! requests and for the non-resource endpoints upstream instruments ([`NonResource`]).
 //!
 //! A watch's duration is the stream's life, as upstream's handler returns only when the
 //! watch ends; every other request's is the time to its response.
@@ -48,7 +49,7 @@ pub const REQUEST_DURATION: HistogramVec = HistogramVec {
     },
 };
 
-/// The labels of one resource request, but its code.
+/// The labels of one request, but its code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestLabels {
     pub verb: &'static str,
@@ -58,6 +59,39 @@ pub struct RequestLabels {
     pub resource: &'static str,
     pub subresource: String,
     pub scope: &'static str,
+    pub component: &'static str,
+}
+
+/// The non-resource endpoints upstream counts, each as its handler is wrapped there
+/// (`metrics.InstrumentHandlerFunc` with the path as the subresource, no group, version,
+/// resource or scope). `/metrics`, `/version` and the unaggregated discovery documents are
+/// not wrapped there, and not counted here either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NonResource {
+    /// `/healthz`, `/livez`, `/readyz` (the health handlers' own path; component "").
+    Health(&'static str),
+    /// `/openapi/v3` (subresource `openapi/v3`, component "").
+    OpenApiRoot,
+    /// `/openapi/v3/...` (subresource `openapi/v3/`, component "").
+    OpenApiGroupVersion,
+    /// Aggregated discovery at `/api` or `/apis` (subresource the path, component
+    /// "apiserver").
+    AggregatedDiscovery(&'static str),
+}
+
+/// Upstream's `CanonicalVerb` and `cleanVerb` for a request without a resource: GET and HEAD
+/// are `GET`, an apply patch `APPLY`, another known method itself, anything else `other`.
+fn non_resource_verb(method: &Method, content_type: &str) -> &'static str {
+    match method.as_str() {
+        "GET" | "HEAD" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" if content_type == crate::apply::CONTENT_TYPE => "APPLY",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "CONNECT" => "CONNECT",
+        _ => "other",
+    }
 }
 
 /// The verb upstream reports: the installer's action (`POST` for a create, `PUT` for an
@@ -95,20 +129,50 @@ pub fn scope(method: &Method, t: &Target) -> &'static str {
     }
 }
 
+/// The `dry_run` label: `All` when the request asked for a dry run.
+fn dry_run(q: &Query) -> &'static str {
+    if q.get("dryRun") == Some("All") {
+        "All"
+    } else {
+        ""
+    }
+}
+
 impl RequestLabels {
     pub fn new(method: &Method, t: &Target, q: &Query, content_type: &str) -> RequestLabels {
         RequestLabels {
             verb: reported_verb(method, t, q, content_type),
-            dry_run: if q.get("dryRun") == Some("All") {
-                "All"
-            } else {
-                ""
-            },
+            dry_run: dry_run(q),
             group: t.resource.group,
             version: t.resource.version,
             resource: t.resource.plural,
             subresource: t.subresource.clone().unwrap_or_default(),
             scope: scope(method, t),
+            component: COMPONENT,
+        }
+    }
+
+    pub fn non_resource(
+        endpoint: NonResource,
+        method: &Method,
+        q: &Query,
+        content_type: &str,
+    ) -> RequestLabels {
+        let (subresource, component) = match endpoint {
+            NonResource::Health(path) => (path, ""),
+            NonResource::OpenApiRoot => ("openapi/v3", ""),
+            NonResource::OpenApiGroupVersion => ("openapi/v3/", ""),
+            NonResource::AggregatedDiscovery(path) => (path, COMPONENT),
+        };
+        RequestLabels {
+            verb: non_resource_verb(method, content_type),
+            dry_run: dry_run(q),
+            group: "",
+            version: "",
+            resource: "",
+            subresource: subresource.to_string(),
+            scope: "",
+            component,
         }
     }
 
@@ -121,7 +185,7 @@ impl RequestLabels {
             self.resource,
             &self.subresource,
             self.scope,
-            COMPONENT,
+            self.component,
         ]
     }
 

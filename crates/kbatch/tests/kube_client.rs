@@ -1494,6 +1494,78 @@ async fn resource_requests_are_counted_as_kube_apiserver_counts_them() {
     assert!(m.contains("le=\"45\""), "{m}");
 }
 
+/// The non-resource endpoints upstream instruments are counted with its labels: the path as
+/// the subresource, no group, version, resource or scope; `/version` and `/metrics` are not.
+#[tokio::test]
+async fn non_resource_requests_are_counted_as_kube_apiserver_counts_them() {
+    let s = Server::start().await;
+    let client = s.client().await;
+    for path in ["/healthz", "/livez", "/readyz", "/readyz", "/version"] {
+        assert_eq!(
+            raw(&client, "GET", path, None, Vec::new()).await.status,
+            200,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        raw(&client, "GET", "/openapi/v3", None, Vec::new())
+            .await
+            .status,
+        200
+    );
+    let gv = raw(
+        &client,
+        "GET",
+        "/openapi/v3/apis/batch/v1",
+        None,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(gv.status, 200);
+    let missing = raw(&client, "GET", "/openapi/v3/apis/nope/v1", None, Vec::new()).await;
+    assert_eq!(missing.status, 404);
+    let req = http::Request::builder()
+        .method("GET")
+        .uri("/apis")
+        .header(
+            "accept",
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        )
+        .body(kube::client::Body::from(Vec::new()))
+        .expect("build request");
+    let resp = client.send(req).await.expect("aggregated discovery");
+    assert_eq!(resp.status(), 200);
+    // The unaggregated document is not counted, as upstream.
+    assert_eq!(
+        raw(&client, "GET", "/apis", None, Vec::new()).await.status,
+        200
+    );
+
+    let m = raw(&client, "GET", "/metrics", None, Vec::new()).await.body;
+    let total = |sub: &str, component: &str, code: &str| {
+        sample(
+            &m,
+            &format!(
+                "apiserver_request_total{{verb=\"GET\",dry_run=\"\",group=\"\",version=\"\",resource=\"\",subresource=\"{sub}\",scope=\"\",component=\"{component}\",code=\"{code}\"}}"
+            ),
+        )
+    };
+    assert_eq!(total("/healthz", "", "200"), Some(1.0), "{m}");
+    assert_eq!(total("/livez", "", "200"), Some(1.0), "{m}");
+    // The test server's start polled /readyz too.
+    assert!(total("/readyz", "", "200").is_some_and(|n| n >= 2.0), "{m}");
+    assert_eq!(total("openapi/v3", "", "200"), Some(1.0), "{m}");
+    assert_eq!(total("openapi/v3/", "", "200"), Some(1.0), "{m}");
+    assert_eq!(total("openapi/v3/", "", "404"), Some(1.0), "{m}");
+    assert_eq!(total("/apis", "apiserver", "200"), Some(1.0), "{m}");
+    assert!(!m.contains("subresource=\"/version\""), "{m}");
+    assert!(!m.contains("subresource=\"/metrics\""), "{m}");
+    assert!(
+        m.contains("apiserver_request_duration_seconds_count{verb=\"GET\",dry_run=\"\",group=\"\",version=\"\",resource=\"\",subresource=\"/healthz\",scope=\"\",component=\"\"} 1"),
+        "{m}"
+    );
+}
+
 /// `apiserver_storage_objects` and `apiserver_resource_objects` count what is stored, per
 /// resource, when `/metrics` is read.
 #[tokio::test]
