@@ -172,7 +172,8 @@ async fn expire(st: &ServerState, expiry: &mut Expiry) {
         if st.store.get(&key).is_none_or(|o| o.rv != rv) {
             return false;
         }
-        match st.store.delete(key.clone(), Some(rv)).await {
+        let delete = st.store.delete(key.clone(), Some(rv));
+        match crate::storage_metrics::timed("delete", &key, delete).await {
             Ok(_) => true,
             Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => false,
             Err(e) => {

@@ -526,9 +526,11 @@ async fn edit(st: &ServerState, key: &str, change: impl Fn(&mut Value) -> bool) 
             && crate::object::finalizers(&v).is_empty()
             && !spec_finalizers
         {
-            st.store.delete(key.to_string(), Some(cur.rv)).await
+            let delete = st.store.delete(key.to_string(), Some(cur.rv));
+            crate::storage_metrics::timed("delete", key, delete).await
         } else {
-            st.store.update(key.to_string(), v, Some(cur.rv)).await
+            let update = st.store.update(key.to_string(), v, Some(cur.rv));
+            crate::storage_metrics::timed("update", key, update).await
         };
         match result {
             Ok(_) | Err(StoreError::NotFound(_)) => return,

@@ -16,6 +16,7 @@ use crate::object::{self, meta_mut, rfc3339};
 use crate::request::{Query, Target};
 use crate::resources::{Kind, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::storage_metrics;
 use crate::strategy::{Part, Strategy, UpdateHooks};
 use crate::table;
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -594,7 +595,8 @@ async fn create_doc(
             return Ok(value_response(res, StatusCode::CREATED, obj));
         }
         let key = sres.key(t.namespace.as_deref().unwrap_or(""), &name);
-        match st.store.create(key, obj).await {
+        let write = st.store.create(key.clone(), obj);
+        match storage_metrics::timed("create", &key, write).await {
             Ok(o) => return object_response(res, StatusCode::CREATED, &o),
             Err(StoreError::AlreadyExists(_))
                 if matches!(generate, Some(Some(_))) && attempt < 7 =>
@@ -880,9 +882,10 @@ async fn update_checked(
         drop(old);
         let result = if removing {
             drop(new);
-            st.store.delete(key.clone(), Some(cur.rv)).await
+            storage_metrics::timed("delete", &key, st.store.delete(key.clone(), Some(cur.rv))).await
         } else {
-            st.store.update(key.clone(), new, Some(cur.rv)).await
+            let write = st.store.update(key.clone(), new, Some(cur.rv));
+            storage_metrics::timed("update", &key, write).await
         };
         match result {
             Ok(o) => return object_response(res, StatusCode::OK, &o),
@@ -1127,7 +1130,7 @@ pub async fn delete(st: &State, t: &Target, opts: &DeleteOptions) -> Result<Resp
             if opts.dry_run {
                 return deleted_response(res, &v, &uid);
             }
-            st.store.delete(key.clone(), Some(cur.rv)).await
+            storage_metrics::timed("delete", &key, st.store.delete(key.clone(), Some(cur.rv))).await
         } else {
             object::set_finalizers(&mut v, &finalizers);
             let m = meta_mut(&mut v);
@@ -1151,7 +1154,8 @@ pub async fn delete(st: &State, t: &Target, opts: &DeleteOptions) -> Result<Resp
             if opts.dry_run {
                 return Ok(value_response(res, StatusCode::OK, v));
             }
-            st.store.update(key.clone(), v, Some(cur.rv)).await
+            let write = st.store.update(key.clone(), v, Some(cur.rv));
+            storage_metrics::timed("update", &key, write).await
         };
         match result {
             Ok(o) => {
@@ -1326,7 +1330,13 @@ pub async fn bind(
             }
         }
         set_pod_scheduled(&mut v, &rfc3339(st.now()));
-        match st.store.update(key.clone(), v, Some(cur.rv)).await {
+        match storage_metrics::timed(
+            "update",
+            &key,
+            st.store.update(key.clone(), v, Some(cur.rv)),
+        )
+        .await
+        {
             Ok(_) => {
                 return Ok(json_response(
                     StatusCode::CREATED,

@@ -169,7 +169,11 @@ impl ServerState {
                     "spec": {"finalizers": ["kubernetes"]},
                     "status": {"phase": "Active"},
                 });
-                async move { (ns, self.store.create(nsres.key("", ns), obj).await) }
+                let key = nsres.key("", ns);
+                async move {
+                    let create = self.store.create(key.clone(), obj);
+                    (ns, storage_metrics::timed("create", &key, create).await)
+                }
             });
         for (ns, result) in futures::future::join_all(creates).await {
             match result {

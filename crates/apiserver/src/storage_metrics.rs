@@ -1,10 +1,18 @@
-//! kube-apiserver's stored-object counts: `apiserver_storage_objects` (by `resource`, the
-//! group-qualified name, e.g. `jobs.batch`) and its successor `apiserver_resource_objects` (by
-//! `group` and `resource`). Upstream refreshes them from storage stats; here they are counted
-//! from the store's index whenever `/metrics` is read, so they are never stale.
+//! kube-apiserver's storage metrics. Stored-object counts: `apiserver_storage_objects` (by
+//! `resource`, the group-qualified name, e.g. `jobs.batch`) and its successor
+//! `apiserver_resource_objects` (by `group` and `resource`); upstream refreshes them from
+//! storage stats, here they are counted from the store's index whenever `/metrics` is read, so
+//! they are never stale. Storage requests: `etcd_requests_total`,
+//! `etcd_request_duration_seconds` and `etcd_request_errors_total` by `operation`, `group` and
+//! `resource`, for the writes (`create`, `update`, `delete`), each timed to its commit. Reads
+//! are served from the store's in-memory index, as upstream serves them from its watch cache,
+//! and are not storage requests.
 
-use kbatch_metrics::GaugeVec;
-use kbatch_store::Store;
+use std::future::Future;
+use std::time::Instant;
+
+use kbatch_metrics::{CounterVec, GaugeVec, HistogramVec};
+use kbatch_store::{Store, StoreError};
 
 use crate::resources::RESOURCES;
 
@@ -19,6 +27,56 @@ pub const RESOURCE_OBJECTS: GaugeVec = GaugeVec {
     help: "Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
     labels: &["group", "resource"],
 };
+
+const REQUEST_LABELS: &[&str] = &["operation", "group", "resource"];
+
+pub const ETCD_REQUEST_DURATION: HistogramVec = HistogramVec {
+    name: "etcd_request_duration_seconds",
+    help: "Etcd request latency in seconds for each operation and object type.",
+    labels: REQUEST_LABELS,
+    buckets: || {
+        vec![
+            0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0,
+            8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+        ]
+    },
+};
+
+pub const ETCD_REQUESTS_TOTAL: CounterVec = CounterVec {
+    name: "etcd_requests_total",
+    help: "Etcd request counts for each operation and object type.",
+    labels: REQUEST_LABELS,
+};
+
+pub const ETCD_REQUEST_ERRORS_TOTAL: CounterVec = CounterVec {
+    name: "etcd_request_errors_total",
+    help: "Etcd failed request counts for each operation and object type.",
+    labels: REQUEST_LABELS,
+};
+
+/// Runs `write`, a store write of `key`, and records it as the storage request `operation`.
+/// As upstream counts a transaction whose comparison failed as a success (the caller then
+/// reports a conflict or an existing name), only the store's own failures are errors.
+pub async fn timed<T>(
+    operation: &'static str,
+    key: &str,
+    write: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let started = Instant::now();
+    let result = write.await;
+    let storage = key
+        .strip_prefix('/')
+        .and_then(|k| k.split('/').next())
+        .unwrap_or("");
+    let (group, resource) = group_resource(storage);
+    let labels = [operation, group, resource];
+    ETCD_REQUEST_DURATION.observe(&labels, started.elapsed().as_secs_f64());
+    ETCD_REQUESTS_TOTAL.inc(&labels);
+    if matches!(result, Err(StoreError::Backend(_) | StoreError::Closed)) {
+        ETCD_REQUEST_ERRORS_TOTAL.inc(&labels);
+    }
+    result
+}
 
 /// `(group, resource)` of a storage name, which is the GroupResource's string form
 /// (`jobs.batch`, `leases.coordination.k8s.io`, `pods`).

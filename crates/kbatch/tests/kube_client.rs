@@ -1566,6 +1566,81 @@ async fn non_resource_requests_are_counted_as_kube_apiserver_counts_them() {
     );
 }
 
+/// Every write reaches the store as a storage request, counted and timed by operation and
+/// resource under upstream's etcd metric names.
+#[tokio::test]
+async fn storage_writes_are_counted_as_etcd_requests() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let s = Server::start().await;
+    let client = s.client().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let lease: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "counted"}, "spec": {"holderIdentity": "a"}
+    }))
+    .expect("a lease");
+    leases
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create");
+    leases
+        .patch(
+            "counted",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"holderIdentity": "b"}})),
+        )
+        .await
+        .expect("patch");
+    // A conflict is decided before the store is asked: no storage request.
+    let stale = json!({"metadata": {"resourceVersion": "1"}, "spec": {"holderIdentity": "c"}});
+    let err = api_err(
+        leases
+            .patch("counted", &PatchParams::default(), &Patch::Merge(&stale))
+            .await,
+    );
+    assert_eq!(err.code, 409);
+    leases
+        .delete("counted", &DeleteParams::default())
+        .await
+        .expect("delete");
+
+    let m = raw(&client, "GET", "/metrics", None, Vec::new()).await.body;
+    let labels =
+        |op: &str| format!("operation=\"{op}\",group=\"coordination.k8s.io\",resource=\"leases\"");
+    for op in ["create", "update", "delete"] {
+        assert_eq!(
+            sample(&m, &format!("etcd_requests_total{{{}}}", labels(op))),
+            Some(1.0),
+            "{op}: {m}"
+        );
+        assert_eq!(
+            sample(
+                &m,
+                &format!("etcd_request_duration_seconds_count{{{}}}", labels(op))
+            ),
+            Some(1.0),
+            "{op}: {m}"
+        );
+    }
+    assert!(
+        m.contains(&format!(
+            "etcd_request_duration_seconds_bucket{{{},le=\"0.005\"}}",
+            labels("create")
+        )),
+        "{m}"
+    );
+    assert!(!m.contains("etcd_request_errors_total{"), "{m}");
+    // The server's own namespaces were written through the store too.
+    assert!(
+        sample(
+            &m,
+            "etcd_requests_total{operation=\"create\",group=\"\",resource=\"namespaces\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{m}"
+    );
+}
+
 /// `apiserver_storage_objects` and `apiserver_resource_objects` count what is stored, per
 /// resource, when `/metrics` is read.
 #[tokio::test]
