@@ -37,16 +37,19 @@ pub const REQUEST_TOTAL: CounterVec = CounterVec {
     labels: LABELS,
 };
 
+/// The request latency buckets, which upstream's storage latency shares.
+pub fn latency_buckets() -> Vec<f64> {
+    vec![
+        0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+        10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+    ]
+}
+
 pub const REQUEST_DURATION: HistogramVec = HistogramVec {
     name: "apiserver_request_duration_seconds",
     help: "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
     labels: LABELS.split_at(LABELS.len() - 1).0,
-    buckets: || {
-        vec![
-            0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0,
-            8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
-        ]
-    },
+    buckets: latency_buckets,
 };
 
 /// The labels of one request, but its code.

@@ -34,12 +34,7 @@ pub const ETCD_REQUEST_DURATION: HistogramVec = HistogramVec {
     name: "etcd_request_duration_seconds",
     help: "Etcd request latency in seconds for each operation and object type.",
     labels: REQUEST_LABELS,
-    buckets: || {
-        vec![
-            0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0,
-            8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
-        ]
-    },
+    buckets: crate::request_metrics::latency_buckets,
 };
 
 pub const ETCD_REQUESTS_TOTAL: CounterVec = CounterVec {
