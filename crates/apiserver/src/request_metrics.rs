@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use futures::StreamExt;
-use kbatch_metrics::{CounterVec, HistogramVec};
+use kbatch_metrics::{CounterVec, GaugeVec, HistogramVec};
 
 use crate::request::{Query, Target};
 
@@ -35,6 +35,20 @@ pub const REQUEST_TOTAL: CounterVec = CounterVec {
     name: "apiserver_request_total",
     help: "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
     labels: LABELS,
+};
+
+pub const LONGRUNNING_REQUESTS: GaugeVec = GaugeVec {
+    name: "apiserver_longrunning_requests",
+    help: "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+    labels: &[
+        "verb",
+        "group",
+        "version",
+        "resource",
+        "subresource",
+        "scope",
+        "component",
+    ],
 };
 
 /// The request latency buckets, which upstream's storage latency shares.
@@ -192,6 +206,19 @@ impl RequestLabels {
         ]
     }
 
+    /// The long-running gauge's labels: the request's but `dry_run`.
+    fn longrunning_values(&self) -> [&str; 7] {
+        [
+            self.verb,
+            self.group,
+            self.version,
+            self.resource,
+            &self.subresource,
+            self.scope,
+            self.component,
+        ]
+    }
+
     fn record(&self, code: StatusCode, started: Instant) {
         let v = self.values();
         let code = code.as_u16().to_string();
@@ -199,13 +226,15 @@ impl RequestLabels {
         REQUEST_DURATION.observe(&v, started.elapsed().as_secs_f64());
     }
 
-    /// Records `resp`: now, or for a watch once its stream ends.
+    /// Records `resp`: now, or for a watch once its stream ends (counted meanwhile in
+    /// `apiserver_longrunning_requests`, as upstream counts a watch being served).
     pub fn record_response(self, resp: Response, started: Instant) -> Response {
         let code = resp.status();
         if self.verb != "WATCH" || !code.is_success() {
             self.record(code, started);
             return resp;
         }
+        LONGRUNNING_REQUESTS.add(&self.longrunning_values(), 1.0);
         let done = RecordOnDrop {
             labels: self,
             code,
@@ -229,6 +258,7 @@ struct RecordOnDrop {
 
 impl Drop for RecordOnDrop {
     fn drop(&mut self) {
+        LONGRUNNING_REQUESTS.add(&self.labels.longrunning_values(), -1.0);
         self.labels.record(self.code, self.started);
     }
 }

@@ -1566,6 +1566,38 @@ async fn non_resource_requests_are_counted_as_kube_apiserver_counts_them() {
     );
 }
 
+/// A watch being served counts in `apiserver_longrunning_requests` until it ends.
+#[tokio::test]
+async fn open_watches_are_counted_as_long_running_requests() {
+    let s = Server::start().await;
+    let client = s.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-public");
+    let series = "apiserver_longrunning_requests{verb=\"WATCH\",group=\"\",version=\"v1\",resource=\"pods\",subresource=\"\",scope=\"namespace\",component=\"apiserver\"}";
+    let gauge = |client: kube::Client| async move {
+        let m = raw(&client, "GET", "/metrics", None, Vec::new()).await.body;
+        sample(&m, series)
+    };
+    let stream = pods
+        .watch(&WatchParams::default().timeout(2), "0")
+        .await
+        .expect("watch");
+    let open = eventually(T, "the open watch is counted", || {
+        let client = client.clone();
+        async move { gauge(client).await.filter(|v| *v == 1.0) }
+    })
+    .await;
+    assert_eq!(open, 1.0);
+    // The server ends it at its timeout.
+    let events: Vec<_> = stream.collect().await;
+    assert!(events.iter().all(Result::is_ok), "{events:?}");
+    let closed = eventually(T, "the ended watch is no longer counted", || {
+        let client = client.clone();
+        async move { gauge(client).await.filter(|v| *v == 0.0) }
+    })
+    .await;
+    assert_eq!(closed, 0.0);
+}
+
 /// Every write reaches the store as a storage request, counted and timed by operation and
 /// resource under upstream's etcd metric names.
 #[tokio::test]

@@ -132,7 +132,7 @@ impl Registry {
         }
     }
 
-    pub fn set(&self, m: &GaugeVec, values: &[&str], v: f64) {
+    fn gauge(&self, m: &GaugeVec, values: &[&str], f: impl FnOnce(&mut f64)) {
         let mut families = self.lock();
         let family = families.entry(m.name).or_insert_with(|| Family {
             help: m.help,
@@ -140,8 +140,18 @@ impl Registry {
             values: Values::Gauge(BTreeMap::new()),
         });
         if let Values::Gauge(series) = &mut family.values {
-            with_series(series, m.labels, values, || 0.0, |g| *g = v);
+            with_series(series, m.labels, values, || 0.0, f);
         }
+    }
+
+    pub fn set(&self, m: &GaugeVec, values: &[&str], v: f64) {
+        self.gauge(m, values, |g| *g = v);
+    }
+
+    /// Adds `by` to a gauge series (a negative `by` lowers it): for gauges that count what is
+    /// under way.
+    pub fn add_gauge(&self, m: &GaugeVec, values: &[&str], by: f64) {
+        self.gauge(m, values, |g| *g += by);
     }
 
     pub fn observe(&self, m: &HistogramVec, values: &[&str], v: f64) {
@@ -271,6 +281,10 @@ impl GaugeVec {
     pub fn set(&self, values: &[&str], v: f64) {
         registry().set(self, values, v);
     }
+
+    pub fn add(&self, values: &[&str], by: f64) {
+        registry().add_gauge(self, values, by);
+    }
 }
 
 impl HistogramVec {
@@ -317,6 +331,27 @@ mod tests {
         );
         assert!(
             text.contains("test_objects{group=\"\",resource=\"pods\"} -1\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn gauges_go_up_and_down_by_what_is_added() {
+        let r = Registry::default();
+        r.add_gauge(&G, &["", "pods"], 1.0);
+        r.add_gauge(&G, &["", "pods"], 1.0);
+        r.add_gauge(&G, &["batch", "jobs"], 1.0);
+        r.add_gauge(&G, &["", "pods"], -1.0);
+        assert_eq!(r.counter_value("test_objects", &["", "pods"]), 1.0);
+        r.add_gauge(&G, &["", "pods"], -1.0);
+        let text = r.render();
+        // A series that went back to zero stays, at zero, as a Prometheus gauge does.
+        assert!(
+            text.contains("test_objects{group=\"\",resource=\"pods\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("test_objects{group=\"batch\",resource=\"jobs\"} 1\n"),
             "{text}"
         );
     }
