@@ -146,12 +146,13 @@ pub fn scope(method: &Method, t: &Target) -> &'static str {
     }
 }
 
-/// The `dry_run` label: `All` when the request asked for a dry run.
+/// Upstream's `cleanDryRun`: the request's `dryRun` (`All`), `invalid` for any other value
+/// (which the request is then refused for), empty without one.
 fn dry_run(q: &Query) -> &'static str {
-    if q.get("dryRun") == Some("All") {
-        "All"
-    } else {
-        ""
+    match q.get("dryRun") {
+        None => "",
+        Some("All") => "All",
+        Some(_) => "invalid",
     }
 }
 
@@ -380,5 +381,23 @@ mod tests {
                 "apiserver"
             ]
         );
+    }
+
+    #[test]
+    fn the_dry_run_label_is_upstreams_clean_dry_run() {
+        let t = target("/api/v1/namespaces/default/pods");
+        let label = |query: Option<&str>| {
+            RequestLabels::new(&Method::POST, &t, &Query::parse(query), "").dry_run
+        };
+        assert_eq!(label(None), "");
+        assert_eq!(label(Some("dryRun=All")), "All");
+        assert_eq!(label(Some("dryRun=Some")), "invalid");
+        let health = RequestLabels::non_resource(
+            NonResource::Health("/healthz"),
+            &Method::GET,
+            &Query::parse(Some("dryRun=x")),
+            "",
+        );
+        assert_eq!(health.dry_run, "invalid");
     }
 }
