@@ -172,8 +172,7 @@ async fn expire(st: &ServerState, expiry: &mut Expiry) {
         if st.store.get(&key).is_none_or(|o| o.rv != rv) {
             return false;
         }
-        let delete = st.store.delete(key.clone(), Some(rv));
-        match crate::storage_metrics::timed("delete", &key, delete).await {
+        match crate::storage_metrics::delete(&st.store, key.clone(), Some(rv)).await {
             Ok(_) => true,
             Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => false,
             Err(e) => {

@@ -526,11 +526,9 @@ async fn edit(st: &ServerState, key: &str, change: impl Fn(&mut Value) -> bool) 
             && crate::object::finalizers(&v).is_empty()
             && !spec_finalizers
         {
-            let delete = st.store.delete(key.to_string(), Some(cur.rv));
-            crate::storage_metrics::timed("delete", key, delete).await
+            crate::storage_metrics::delete(&st.store, key.to_string(), Some(cur.rv)).await
         } else {
-            let update = st.store.update(key.to_string(), v, Some(cur.rv));
-            crate::storage_metrics::timed("update", key, update).await
+            crate::storage_metrics::update(&st.store, key.to_string(), v, Some(cur.rv)).await
         };
         match result {
             Ok(_) | Err(StoreError::NotFound(_)) => return,

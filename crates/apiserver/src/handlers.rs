@@ -595,8 +595,7 @@ async fn create_doc(
             return Ok(value_response(res, StatusCode::CREATED, obj));
         }
         let key = sres.key(t.namespace.as_deref().unwrap_or(""), &name);
-        let write = st.store.create(key.clone(), obj);
-        match storage_metrics::timed("create", &key, write).await {
+        match storage_metrics::create(&st.store, key, obj).await {
             Ok(o) => return object_response(res, StatusCode::CREATED, &o),
             Err(StoreError::AlreadyExists(_))
                 if matches!(generate, Some(Some(_))) && attempt < 7 =>
@@ -882,10 +881,9 @@ async fn update_checked(
         drop(old);
         let result = if removing {
             drop(new);
-            storage_metrics::timed("delete", &key, st.store.delete(key.clone(), Some(cur.rv))).await
+            storage_metrics::delete(&st.store, key.clone(), Some(cur.rv)).await
         } else {
-            let write = st.store.update(key.clone(), new, Some(cur.rv));
-            storage_metrics::timed("update", &key, write).await
+            storage_metrics::update(&st.store, key.clone(), new, Some(cur.rv)).await
         };
         match result {
             Ok(o) => return object_response(res, StatusCode::OK, &o),
@@ -1130,7 +1128,7 @@ pub async fn delete(st: &State, t: &Target, opts: &DeleteOptions) -> Result<Resp
             if opts.dry_run {
                 return deleted_response(res, &v, &uid);
             }
-            storage_metrics::timed("delete", &key, st.store.delete(key.clone(), Some(cur.rv))).await
+            storage_metrics::delete(&st.store, key.clone(), Some(cur.rv)).await
         } else {
             object::set_finalizers(&mut v, &finalizers);
             let m = meta_mut(&mut v);
@@ -1154,8 +1152,7 @@ pub async fn delete(st: &State, t: &Target, opts: &DeleteOptions) -> Result<Resp
             if opts.dry_run {
                 return Ok(value_response(res, StatusCode::OK, v));
             }
-            let write = st.store.update(key.clone(), v, Some(cur.rv));
-            storage_metrics::timed("update", &key, write).await
+            storage_metrics::update(&st.store, key.clone(), v, Some(cur.rv)).await
         };
         match result {
             Ok(o) => {
@@ -1330,13 +1327,7 @@ pub async fn bind(
             }
         }
         set_pod_scheduled(&mut v, &rfc3339(st.now()));
-        match storage_metrics::timed(
-            "update",
-            &key,
-            st.store.update(key.clone(), v, Some(cur.rv)),
-        )
-        .await
-        {
+        match storage_metrics::update(&st.store, key.clone(), v, Some(cur.rv)).await {
             Ok(_) => {
                 return Ok(json_response(
                     StatusCode::CREATED,

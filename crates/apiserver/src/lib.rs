@@ -169,10 +169,9 @@ impl ServerState {
                     "spec": {"finalizers": ["kubernetes"]},
                     "status": {"phase": "Active"},
                 });
-                let key = nsres.key("", ns);
                 async move {
-                    let create = self.store.create(key.clone(), obj);
-                    (ns, storage_metrics::timed("create", &key, create).await)
+                    let create = storage_metrics::create(&self.store, nsres.key("", ns), obj);
+                    (ns, create.await)
                 }
             });
         for (ns, result) in futures::future::join_all(creates).await {
@@ -242,17 +241,10 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             .record_response(resp, started)
     };
     match path.as_str() {
-        p @ ("/healthz" | "/livez" | "/readyz") => {
-            let endpoint = NonResource::Health(match p {
-                "/healthz" => "/healthz",
-                "/livez" => "/livez",
-                _ => "/readyz",
-            });
+        "/healthz" | "/livez" | "/readyz" => {
             let ready = st.ready.load(Ordering::SeqCst);
-            return counted(
-                endpoint,
-                health(&path, ready, st.store.health()).into_response(),
-            );
+            let resp = health(&path, ready, st.store.health()).into_response();
+            return counted(NonResource::Health(&path), resp);
         }
         "/version" => return json_response(StatusCode::OK, &discovery::version()),
         _ if !st.authenticated(&req) => {

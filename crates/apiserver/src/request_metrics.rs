@@ -84,9 +84,9 @@ pub struct RequestLabels {
 /// resource or scope). `/metrics`, `/version` and the unaggregated discovery documents are
 /// not wrapped there, and not counted here either.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NonResource {
+pub enum NonResource<'a> {
     /// `/healthz`, `/livez`, `/readyz` (the health handlers' own path; component "").
-    Health(&'static str),
+    Health(&'a str),
     /// `/openapi/v3` (subresource `openapi/v3`, component "").
     OpenApiRoot,
     /// `/openapi/v3/...` (subresource `openapi/v3/`, component "").
@@ -171,7 +171,7 @@ impl RequestLabels {
     }
 
     pub fn non_resource(
-        endpoint: NonResource,
+        endpoint: NonResource<'_>,
         method: &Method,
         q: &Query,
         content_type: &str,
@@ -209,15 +209,8 @@ impl RequestLabels {
 
     /// The long-running gauge's labels: the request's but `dry_run`.
     fn longrunning_values(&self) -> [&str; 7] {
-        [
-            self.verb,
-            self.group,
-            self.version,
-            self.resource,
-            &self.subresource,
-            self.scope,
-            self.component,
-        ]
+        let v = self.values();
+        [v[0], v[2], v[3], v[4], v[5], v[6], v[7]]
     }
 
     fn record(&self, code: StatusCode, started: Instant) {

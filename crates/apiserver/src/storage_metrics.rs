@@ -9,10 +9,12 @@
 //! and are not storage requests.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use kbatch_metrics::{CounterVec, GaugeVec, HistogramVec};
-use kbatch_store::{Store, StoreError};
+use kbatch_store::{Object, Store, StoreError};
+use serde_json::Value;
 
 use crate::resources::RESOURCES;
 
@@ -49,20 +51,56 @@ pub const ETCD_REQUEST_ERRORS_TOTAL: CounterVec = CounterVec {
     labels: REQUEST_LABELS,
 };
 
-/// Runs `write`, a store write of `key`, and records it as the storage request `operation`.
-/// As upstream counts a transaction whose comparison failed as a success (the caller then
-/// reports a conflict or an existing name), only the store's own failures are errors.
-pub async fn timed<T>(
+/// `Store::create`, recorded as a storage request.
+pub async fn create(store: &Store, key: String, value: Value) -> Result<Arc<Object>, StoreError> {
+    let storage = storage_of(&key);
+    recorded("create", storage, store.create(key, value)).await
+}
+
+/// `Store::update`, recorded as a storage request.
+pub async fn update(
+    store: &Store,
+    key: String,
+    value: Value,
+    expected_rv: Option<u64>,
+) -> Result<Arc<Object>, StoreError> {
+    let storage = storage_of(&key);
+    recorded("update", storage, store.update(key, value, expected_rv)).await
+}
+
+/// `Store::delete`, recorded as a storage request.
+pub async fn delete(
+    store: &Store,
+    key: String,
+    expected_rv: Option<u64>,
+) -> Result<Arc<Object>, StoreError> {
+    let storage = storage_of(&key);
+    recorded("delete", storage, store.delete(key, expected_rv)).await
+}
+
+/// The storage name a key is under (`/jobs.batch/ns/j` is under `jobs.batch`), empty for a
+/// key of no served resource.
+fn storage_of(key: &str) -> &'static str {
+    let Some(first) = key.strip_prefix('/').and_then(|k| k.split('/').next()) else {
+        return "";
+    };
+    RESOURCES
+        .iter()
+        .map(|r| r.storage)
+        .find(|s| *s == first)
+        .unwrap_or("")
+}
+
+/// Runs `write` and records it as the storage request `operation` on `storage`. As upstream
+/// counts a transaction whose comparison failed as a success (the caller then reports a
+/// conflict or an existing name), only the store's own failures are errors.
+async fn recorded(
     operation: &'static str,
-    key: &str,
-    write: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, StoreError> {
+    storage: &'static str,
+    write: impl Future<Output = Result<Arc<Object>, StoreError>>,
+) -> Result<Arc<Object>, StoreError> {
     let started = Instant::now();
     let result = write.await;
-    let storage = key
-        .strip_prefix('/')
-        .and_then(|k| k.split('/').next())
-        .unwrap_or("");
     let (group, resource) = group_resource(storage);
     let labels = [operation, group, resource];
     ETCD_REQUEST_DURATION.observe(&labels, started.elapsed().as_secs_f64());
@@ -101,6 +139,15 @@ pub fn record(store: &Store) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_under_their_resources_storage() {
+        assert_eq!(storage_of("/pods/default/p"), "pods");
+        assert_eq!(storage_of("/jobs.batch/default/j"), "jobs.batch");
+        assert_eq!(storage_of("/namespaces/default"), "namespaces");
+        assert_eq!(storage_of("/jobsets/default/j"), "");
+        assert_eq!(storage_of("no-slash"), "");
+    }
 
     #[test]
     fn storage_names_split_into_group_and_resource() {

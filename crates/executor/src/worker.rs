@@ -20,7 +20,6 @@ use jiff::Timestamp;
 use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
 use kbatch_api::podlog;
 use kube::api::{Api, DeleteParams, Preconditions};
-
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 

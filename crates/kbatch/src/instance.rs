@@ -255,7 +255,7 @@ fn start_executor(
 /// Worker threads of each side runtime (the controllers', the executor's) on a machine of
 /// `cores`: half the cores, one at least and four at most. The server's runtime has a thread
 /// per core; on two cores, two more per side runtime only made the threads take turns (a
-/// run of 1,000 short pods spent ~20% more of the executor's CPU and took ~6% longer).
+/// run of 1,000 short pods spent ~15% more of the executor's CPU and took ~5% longer).
 fn side_runtime_workers(cores: usize) -> usize {
     (cores / 2).clamp(1, 4)
 }

@@ -17,7 +17,7 @@ pub struct CounterVec {
     pub labels: &'static [&'static str],
 }
 
-/// A gauge with labels: a value that is set, not added to.
+/// A gauge with labels: a value that is set, or moved up and down by what is under way.
 pub struct GaugeVec {
     pub name: &'static str,
     pub help: &'static str,
