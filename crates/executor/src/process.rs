@@ -39,24 +39,12 @@ fn start_error(program: &str, e: &std::io::Error) -> String {
     }
 }
 
-fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-}
-
 pub fn start(launch: &Launch, workdir: &Path, log_file: PathBuf) -> Result<Started, String> {
     let Some((program, args)) = launch.argv.split_first() else {
         return Err("no command to run".to_string());
     };
     std::fs::create_dir_all(workdir)
         .map_err(|e| format!("creating the working directory {}: {e}", workdir.display()))?;
-    let log = open_log(&log_file)
-        .map_err(|e| format!("opening the log file {}: {e}", log_file.display()))?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -73,7 +61,7 @@ pub fn start(launch: &Launch, workdir: &Path, log_file: PathBuf) -> Result<Start
         return Err("the process exited before it could be tracked".to_string());
     };
     let start_ticks = crate::state::start_ticks(pid);
-    let log = Arc::new(Mutex::new(log));
+    let log = Arc::new(Mutex::new(crate::logs::LazyLog::new(log_file)));
     let mut pumps = Vec::new();
     if let Some(out) = child.stdout.take() {
         pumps.push(tokio::spawn(crate::logs::pump(

@@ -81,6 +81,16 @@ async fn process_executor_runs_pods_and_survives_kill_9() {
         .await
         .expect("logs");
     assert_eq!(logs, "hello from hello\n");
+    // A container that printed nothing has an empty log (its file is never created).
+    pods.create(&PostParams::default(), &pod("quiet", "true", &marker))
+        .await
+        .expect("create");
+    wait_phase(&pods, "quiet", "Succeeded").await;
+    let logs = pods
+        .logs("quiet", &LogParams::default())
+        .await
+        .expect("logs");
+    assert_eq!(logs, "");
 
     pods.create(
         &PostParams::default(),
