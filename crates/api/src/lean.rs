@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::{DynamicResourceScope, Resource};
 use serde::Deserialize;
@@ -21,22 +22,32 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 
 /// A `K` decoded without its `metadata.managedFields` (left empty). As a kube `Resource` it is
 /// `K`'s kind, at `K`'s URLs, so `Api<Lean<K>>` lists and watches what `Api<K>` would.
+///
+/// With `NO_CONTAINERS`, a Pod is also decoded without its regular containers
+/// (`spec.containers` is left empty): for caches that drop them anyway. Other kinds decode
+/// as without it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Lean<K>(pub K);
+pub struct Lean<K, const NO_CONTAINERS: bool = false>(pub K);
 
-impl<K> Lean<K> {
+impl<K, const NO_CONTAINERS: bool> Lean<K, NO_CONTAINERS> {
     pub fn into_inner(self) -> K {
         self.0
     }
 }
 
-impl<'de, K: Deserialize<'de>> Deserialize<'de> for Lean<K> {
+impl<'de, K: Deserialize<'de> + 'static, const NO_CONTAINERS: bool> Deserialize<'de>
+    for Lean<K, NO_CONTAINERS>
+{
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        K::deserialize(Level { de, top: true }).map(Lean)
+        let pod = std::any::TypeId::of::<K>() == std::any::TypeId::of::<Pod>();
+        let depth = Depth::Top {
+            skip_containers: NO_CONTAINERS && pod,
+        };
+        K::deserialize(Level { de, depth }).map(Lean)
     }
 }
 
-impl<K: Resource> Resource for Lean<K> {
+impl<K: Resource, const NO_CONTAINERS: bool> Resource for Lean<K, NO_CONTAINERS> {
     type DynamicType = K::DynamicType;
     // Dynamic, so generic code can build the namespaced or all-namespaces Api of any `K`.
     type Scope = DynamicResourceScope;
@@ -70,11 +81,23 @@ impl<K: Resource> Resource for Lean<K> {
     }
 }
 
-/// The deserializer of the object (`top`) or of its `metadata` member (not `top`): maps
-/// there are read through [`LevelMap`]; every other request goes to `de` unchanged.
+/// Where a [`Level`] is: the object, or one of the members whose own members are trimmed.
+#[derive(Clone, Copy)]
+enum Depth {
+    Top {
+        skip_containers: bool,
+    },
+    /// `metadata`: `managedFields` is skipped.
+    Metadata,
+    /// A Pod's `spec`: `containers` is skipped.
+    Spec,
+}
+
+/// The deserializer of the object or of a member it trims (`depth`): maps there are read
+/// through [`LevelMap`]; every other request goes to `de` unchanged.
 struct Level<D> {
     de: D,
-    top: bool,
+    depth: Depth,
 }
 
 macro_rules! forward {
@@ -89,12 +112,12 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Level<D> {
     type Error = D::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
-        let top = self.top;
-        self.de.deserialize_any(LevelVisitor { inner: v, top })
+        let depth = self.depth;
+        self.de.deserialize_any(LevelVisitor { inner: v, depth })
     }
     fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
-        let top = self.top;
-        self.de.deserialize_map(LevelVisitor { inner: v, top })
+        let depth = self.depth;
+        self.de.deserialize_map(LevelVisitor { inner: v, depth })
     }
     fn deserialize_struct<V: Visitor<'de>>(
         self,
@@ -102,13 +125,13 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Level<D> {
         fields: &'static [&'static str],
         v: V,
     ) -> Result<V::Value, Self::Error> {
-        let top = self.top;
+        let depth = self.depth;
         self.de
-            .deserialize_struct(name, fields, LevelVisitor { inner: v, top })
+            .deserialize_struct(name, fields, LevelVisitor { inner: v, depth })
     }
     fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
-        let top = self.top;
-        self.de.deserialize_option(LevelVisitor { inner: v, top })
+        let depth = self.depth;
+        self.de.deserialize_option(LevelVisitor { inner: v, depth })
     }
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
@@ -160,7 +183,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Level<D> {
 /// content of a present option.
 struct LevelVisitor<V> {
     inner: V,
-    top: bool,
+    depth: Depth,
 }
 
 impl<'de, V: Visitor<'de>> Visitor<'de> for LevelVisitor<V> {
@@ -172,12 +195,15 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for LevelVisitor<V> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         self.inner.visit_map(LevelMap {
             map,
-            top: self.top,
-            metadata_next: false,
+            depth: self.depth,
+            next: None,
         })
     }
     fn visit_some<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        self.inner.visit_some(Level { de, top: self.top })
+        self.inner.visit_some(Level {
+            de,
+            depth: self.depth,
+        })
     }
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
         self.inner.visit_none()
@@ -187,13 +213,13 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for LevelVisitor<V> {
     }
 }
 
-/// The members of the object (`top`: its `metadata` value is read one level down) or of its
-/// metadata (not `top`: `managedFields` is skipped unread).
+/// The members of the object (its `metadata`, and a Pod's `spec` when trimmed, are read one
+/// level down) or of a trimmed member (whose skipped member is passed over unread).
 struct LevelMap<A> {
     map: A,
-    top: bool,
-    /// The key just handed out was the object's `metadata`.
-    metadata_next: bool,
+    depth: Depth,
+    /// The key just handed out names a member to read one level down, at this depth.
+    next: Option<Depth>,
 }
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for LevelMap<A> {
@@ -207,11 +233,25 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for LevelMap<A> {
             let Some(key) = self.map.next_key::<Key<'de>>()? else {
                 return Ok(None);
             };
-            if !self.top && key.as_str() == "managedFields" {
+            let skip = match self.depth {
+                Depth::Metadata => key.as_str() == "managedFields",
+                Depth::Spec => key.as_str() == "containers",
+                Depth::Top { .. } => false,
+            };
+            if skip {
                 self.map.next_value::<IgnoredAny>()?;
                 continue;
             }
-            self.metadata_next = self.top && key.as_str() == "metadata";
+            self.next = match (self.depth, key.as_str()) {
+                (Depth::Top { .. }, "metadata") => Some(Depth::Metadata),
+                (
+                    Depth::Top {
+                        skip_containers: true,
+                    },
+                    "spec",
+                ) => Some(Depth::Spec),
+                _ => None,
+            };
             return match key {
                 Key::Borrowed(s) => seed.deserialize(BorrowedStrDeserializer::new(s)),
                 Key::Owned(s) => seed.deserialize(StringDeserializer::new(s)),
@@ -224,22 +264,21 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for LevelMap<A> {
         &mut self,
         seed: S,
     ) -> Result<S::Value, Self::Error> {
-        if std::mem::take(&mut self.metadata_next) {
-            self.map.next_value_seed(MetadataSeed(seed))
-        } else {
-            self.map.next_value_seed(seed)
+        match self.next.take() {
+            Some(depth) => self.map.next_value_seed(MemberSeed(seed, depth)),
+            None => self.map.next_value_seed(seed),
         }
     }
 }
 
-/// Decodes the `metadata` member through a [`Level`] that skips `managedFields`.
-struct MetadataSeed<S>(S);
+/// Decodes a trimmed member through a [`Level`] at its depth.
+struct MemberSeed<S>(S, Depth);
 
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MetadataSeed<S> {
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MemberSeed<S> {
     type Value = S::Value;
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        self.0.deserialize(Level { de, top: false })
+        self.0.deserialize(Level { de, depth: self.1 })
     }
 }
 
@@ -416,6 +455,41 @@ mod tests {
         );
         job["metadata"]["name"] = json!(1);
         assert!(Lean::<Job>::deserialize(&job).is_err());
+    }
+
+    #[test]
+    fn without_containers_a_pod_loses_only_its_regular_containers() {
+        let doc = json!({
+            "metadata": {"name": "p", "managedFields": [{"manager": "m"}],
+                "annotations": {"containers": "kept"}},
+            "spec": {"initContainers": [{"name": "i", "restartPolicy": "Always"}],
+                "containers": [{"name": "c", "image": "x", "env": [{"name": "E", "value": "1"}]}],
+                "nodeName": "n",
+                "restartPolicy": "Never"},
+            "status": {"phase": "Running",
+                "containerStatuses": [{"name": "c", "image": "x", "imageID": "", "ready": true,
+                    "restartCount": 0}]}
+        });
+        let text = doc.to_string();
+        let trimmed: Lean<Pod, true> = serde_json::from_str(&text).expect("decodes");
+        let mut want: Pod = serde_json::from_value(without_managed_fields(doc)).expect("plain");
+        want.spec.as_mut().expect("spec").containers = Vec::new();
+        assert_eq!(trimmed.0, want);
+        assert_eq!(
+            trimmed.0.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some("n")
+        );
+        // Without the flag, and for other kinds, the containers stay.
+        let lean: Lean<Pod> = serde_json::from_str(&text).expect("decodes");
+        assert_eq!(lean.0.spec.expect("spec").containers.len(), 1);
+        let job = json!({"metadata": {"name": "j"}, "spec": {"template": {"spec":
+            {"containers": [{"name": "c"}]}}}});
+        let job: Lean<Job, true> = serde_json::from_value(job).expect("decodes");
+        let template = job.0.spec.expect("spec").template.spec.expect("pod spec");
+        assert_eq!(template.containers.len(), 1);
+        // A null spec decodes as none.
+        let p: Lean<Pod, true> = serde_json::from_str(r#"{"spec":null}"#).expect("null spec");
+        assert!(p.0.spec.is_none());
     }
 
     #[test]

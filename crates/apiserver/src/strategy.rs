@@ -151,7 +151,7 @@ fn take_unchanged_managed_fields(new: &mut Value, old: &Value) -> Option<Value> 
 
 /// Decodes a stored object (valid when stored) without its managedFields, which the kinds'
 /// rules never read.
-fn decode_stored<K: DeserializeOwned>(res: &Resource, v: &Value) -> Result<K, ApiError> {
+fn decode_stored<K: DeserializeOwned + 'static>(res: &Resource, v: &Value) -> Result<K, ApiError> {
     match kbatch_api::lean::Lean::<K>::deserialize(v) {
         Ok(k) => Ok(k.0),
         Err(_) => decode(res, v),
@@ -288,7 +288,7 @@ impl Strategy {
         encode_with_managed(&k, managed)
     }
 
-    fn t_update_pass<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
+    fn t_update_pass<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta> + 'static>(
         &self,
         rules: &Rules<K>,
         mut new: Value,

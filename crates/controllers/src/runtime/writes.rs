@@ -99,7 +99,7 @@ pub async fn replace_status_lean<K>(
     obj: &K,
 ) -> Result<K, kube::Error>
 where
-    K: Resource + Serialize + DeserializeOwned + Clone,
+    K: Resource + Serialize + DeserializeOwned + Clone + 'static,
 {
     let written: Lean<K> = send_replace_status(api, name, pp, obj).await?;
     Ok(written.0)

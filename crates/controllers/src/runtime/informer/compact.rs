@@ -7,8 +7,10 @@
 //!
 //! Like client-go's informer transforms, the caches also drop what the controllers of this
 //! crate never read, the bulk of a typed object (a `Container` is 2.3 KB before its strings):
-//! - a Pod's regular containers (`spec.containers` is cached empty), and of its init containers
-//!   only the name and restartPolicy (sidecars matter to the Job controller's back-off);
+//! - a Pod's regular containers (`spec.containers` is cached empty; the informers do not even
+//!   decode them, `Lean<Pod, true>`: 10 µs to decode a pod of two containers with ten env
+//!   vars each, 4.3 µs without them), and of its init containers only the name and
+//!   restartPolicy (sidecars matter to the Job controller's back-off);
 //! - a finished Job's pod template metadata, containers and volumes (a Job that is Complete
 //!   or Failed never creates a pod again).
 //!

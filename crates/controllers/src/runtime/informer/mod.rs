@@ -132,7 +132,8 @@ where
         let feed = Arc::clone(&fanout);
         let kind = std::any::type_name::<K>();
         let task = tokio::spawn(async move {
-            let mut events = pin!(lean_watcher(api, config));
+            // Decoded as the cache keeps them: a Pod's regular containers are never cached.
+            let mut events = pin!(watcher_of::<K, true>(api, config));
             while let Some(event) = events.next().await {
                 match event {
                     Ok(event) => {
@@ -209,10 +210,22 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
+    watcher_of::<K, false>(api, config)
+}
+
+/// `lean_watcher`, and with `NO_CONTAINERS` Pods decoded without their regular containers.
+fn watcher_of<K, const NO_CONTAINERS: bool>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
     let dt = K::DynamicType::default();
     let namespace = api.namespace().map(str::to_owned);
     let client = api.into_client();
-    let api: Api<Lean<K>> = match namespace {
+    let api: Api<Lean<K, NO_CONTAINERS>> = match namespace {
         Some(ns) => Api::namespaced_with(client, &ns, &dt),
         None => Api::all_with(client, &dt),
     };
