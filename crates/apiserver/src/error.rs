@@ -3,6 +3,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kbatch_api::field::{FieldError, aggregate_message};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 /// `<plural>.<group>` (core: `<plural>`), as in upstream messages.
@@ -170,24 +171,109 @@ impl ApiError {
         self
     }
 
-    /// The `Status` object, keys in upstream order.
+    fn status_body(&self) -> StatusBody<'_> {
+        StatusBody {
+            status: "Failure",
+            message: &self.message,
+            reason: self.reason,
+            details: self.details.as_ref(),
+            code: Some(self.code),
+        }
+    }
+
+    /// The `Status` object.
     pub fn to_status(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("kind".into(), json!("Status"));
-        m.insert("apiVersion".into(), json!("v1"));
-        m.insert("metadata".into(), json!({}));
-        m.insert("status".into(), json!("Failure"));
+        serde_json::to_value(self.status_body()).unwrap_or_else(|_| json!({}))
+    }
+
+    /// The `Status` object's JSON, keys in upstream's (Go field) order.
+    pub fn to_status_bytes(&self) -> Vec<u8> {
+        self.status_body().to_bytes()
+    }
+}
+
+/// A `Status` written in the order of upstream's Go fields, which JSON maps (sorted) do not
+/// keep. Empty strings and a missing code are left out, as Go's `omitempty` leaves them.
+pub struct StatusBody<'a> {
+    pub status: &'static str,
+    pub message: &'a str,
+    pub reason: &'a str,
+    pub details: Option<&'a Value>,
+    pub code: Option<u16>,
+}
+
+impl StatusBody<'_> {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_else(|_| b"{}".to_vec())
+    }
+}
+
+/// A `Status` response.
+pub fn status_response(http: StatusCode, body: &StatusBody) -> Response {
+    raw_json_response(http, body.to_bytes())
+}
+
+impl Serialize for StatusBody<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("kind", "Status")?;
+        m.serialize_entry("apiVersion", "v1")?;
+        m.serialize_entry("metadata", &Map::new())?;
+        m.serialize_entry("status", self.status)?;
         if !self.message.is_empty() {
-            m.insert("message".into(), json!(self.message));
+            m.serialize_entry("message", self.message)?;
         }
         if !self.reason.is_empty() {
-            m.insert("reason".into(), json!(self.reason));
+            m.serialize_entry("reason", self.reason)?;
         }
-        if let Some(d) = &self.details {
-            m.insert("details".into(), d.clone());
+        if let Some(d) = self.details {
+            m.serialize_entry(
+                "details",
+                &Ordered(
+                    d,
+                    &[
+                        "name",
+                        "group",
+                        "kind",
+                        "uid",
+                        "causes",
+                        "retryAfterSeconds",
+                    ],
+                ),
+            )?;
         }
-        m.insert("code".into(), json!(self.code));
-        Value::Object(m)
+        if let Some(code) = self.code {
+            m.serialize_entry("code", &code)?;
+        }
+        m.end()
+    }
+}
+
+/// A JSON object with `order`'s keys first, in that order, then the rest; the items of a
+/// `causes` list as `StatusCause` orders them.
+struct Ordered<'a>(&'a Value, &'static [&'static str]);
+
+impl Serialize for Ordered<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let Value::Object(obj) = self.0 else {
+            return self.0.serialize(ser);
+        };
+        let mut m = ser.serialize_map(Some(obj.len()))?;
+        let known = self.1.iter().filter_map(|k| obj.get_key_value(*k));
+        let rest = obj.iter().filter(|(k, _)| !self.1.contains(&k.as_str()));
+        for (k, v) in known.chain(rest) {
+            match (k.as_str(), v) {
+                ("causes", Value::Array(causes)) => {
+                    let causes: Vec<Ordered> = causes
+                        .iter()
+                        .map(|c| Ordered(c, &["reason", "message", "field"]))
+                        .collect();
+                    m.serialize_entry(k, &causes)?;
+                }
+                _ => m.serialize_entry(k, v)?,
+            }
+        }
+        m.end()
     }
 }
 
@@ -216,7 +302,7 @@ pub fn raw_json_response(code: StatusCode, bytes: impl Into<axum::body::Body>) -
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        json_response(code, &self.to_status())
+        raw_json_response(code, self.to_status_bytes())
     }
 }
 
@@ -226,9 +312,9 @@ mod tests {
 
     #[test]
     fn not_found_matches_upstream() {
-        let s = ApiError::not_found("jobs", "batch", "nope").to_status();
+        let s = ApiError::not_found("jobs", "batch", "nope").to_status_bytes();
         assert_eq!(
-            serde_json::to_string(&s).unwrap(),
+            String::from_utf8(s).unwrap(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"jobs.batch \"nope\" not found","reason":"NotFound","details":{"name":"nope","group":"batch","kind":"jobs"},"code":404}"#
         );
     }
@@ -239,7 +325,7 @@ mod tests {
             "spec.template.spec.restartPolicy",
             "valid values: \"OnFailure\", \"Never\"",
         );
-        let s = ApiError::invalid("Job", "batch", "pi", &[e.clone(), e]).to_status();
+        let s = ApiError::invalid("Job", "batch", "pi", &[e.clone(), e.clone()]).to_status();
         assert_eq!(
             s["message"],
             "Job.batch \"pi\" is invalid: spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
@@ -247,5 +333,16 @@ mod tests {
         assert_eq!(s["details"]["causes"].as_array().map(|c| c.len()), Some(2));
         assert_eq!(s["details"]["kind"], "Job");
         assert_eq!(s["code"], 422);
+        // Causes in upstream's field order too.
+        let bytes = ApiError::invalid("Job", "batch", "pi", &[e]).to_status_bytes();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.contains(r#""details":{"name":"pi","group":"batch","kind":"Job","causes":[{"reason":"FieldValueRequired","message":"#),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(r#","field":"spec.template.spec.restartPolicy"}]},"code":422}"#),
+            "{text}"
+        );
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::State;
 use crate::apply;
-use crate::error::{ApiError, json_response, raw_json_response};
+use crate::error::{ApiError, StatusBody, json_response, raw_json_response, status_response};
 use crate::events;
 use crate::object::{self, meta_mut, rfc3339};
 use crate::request::{Query, Target};
@@ -1192,9 +1192,16 @@ fn deleted_response(res: &Resource, v: &Value, uid: &str) -> Result<Response, Ap
     }
     details.insert("kind".into(), json!(res.plural));
     details.insert("uid".into(), json!(uid));
-    Ok(json_response(
+    let details = Value::Object(details);
+    Ok(status_response(
         StatusCode::OK,
-        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+        &StatusBody {
+            status: "Success",
+            message: "",
+            reason: "",
+            details: Some(&details),
+            code: None,
+        },
     ))
 }
 
@@ -1329,9 +1336,15 @@ pub async fn bind(
         set_pod_scheduled(&mut v, &rfc3339(st.now()));
         match storage_metrics::update(&st.store, key.clone(), v, Some(cur.rv)).await {
             Ok(_) => {
-                return Ok(json_response(
+                return Ok(status_response(
                     StatusCode::CREATED,
-                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                    &StatusBody {
+                        status: "Success",
+                        message: "",
+                        reason: "",
+                        details: None,
+                        code: Some(201),
+                    },
                 ));
             }
             Err(StoreError::Conflict { .. }) => continue,

@@ -47,7 +47,7 @@ fn bookmark(res: &Resource, rv: u64) -> Bytes {
 }
 
 fn error_line(e: &ApiError) -> Bytes {
-    event_line("ERROR", e.to_status().to_string().as_bytes())
+    event_line("ERROR", &e.to_status_bytes())
 }
 
 /// Events already queued go out together, up to this many bytes in one chunk: a burst of

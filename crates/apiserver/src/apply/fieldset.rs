@@ -367,7 +367,11 @@ impl FieldSet {
         })
     }
 
-    /// The `FieldsV1` document.
+    /// The `FieldsV1` document. Its members are JSON object members, so they come out in the
+    /// order of their names (`.` first, then `f:`, `i:`, `k:` and `v:` entries); upstream
+    /// writes them in its path element order, which differs only where numbers are compared
+    /// inside keys and indexes (`k:{"port":9}` before `k:{"port":10}`). Readers decode the
+    /// members as a set either way.
     pub fn to_fields_v1(&self) -> Value {
         let mut m = Map::new();
         for (pe, n) in &self.0 {

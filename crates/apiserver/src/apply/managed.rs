@@ -1,4 +1,5 @@
-//! `metadata.managedFields` entries: decoding, identity, and encoding in upstream's order.
+//! `metadata.managedFields` entries: decoding, identity, and encoding (entries in upstream's order;
+//! their members, as every JSON object's, in the order of their names).
 
 use serde_json::{Map, Value, json};
 

@@ -158,7 +158,7 @@ fn merge_map(
     if let Some(d) = patch.get(DIRECTIVE) {
         return match d.as_str() {
             Some("replace") => {
-                patch.shift_remove(DIRECTIVE);
+                patch.remove(DIRECTIVE);
                 merge_map(Map::new(), patch, schema, depth + 1)
             }
             Some("delete") => Ok(Map::new()),
@@ -197,7 +197,7 @@ fn merge_field(
     depth: usize,
 ) -> Result<(), SmpError> {
     if value.is_null() {
-        original.shift_remove(&key);
+        original.remove(&key);
         return Ok(());
     }
     let field = schema.field(&key);
@@ -281,7 +281,7 @@ fn apply_retain_keys(
     original: &mut Map<String, Value>,
     patch: &mut Map<String, Value>,
 ) -> Result<(), SmpError> {
-    let Some(list) = patch.shift_remove(RETAIN_KEYS) else {
+    let Some(list) = patch.remove(RETAIN_KEYS) else {
         return Ok(());
     };
     let Value::Array(list) = list else {
@@ -316,7 +316,7 @@ fn delete_from_primitive_list(
 ) -> Result<(), SmpError> {
     let values = match values {
         Value::Null => {
-            original.shift_remove(field);
+            original.remove(field);
             return Ok(());
         }
         Value::Array(v) => v,
@@ -349,7 +349,7 @@ fn apply_set_element_order(
         .cloned()
         .collect();
     for key in keys {
-        let Some(order) = patch.shift_remove(&key) else {
+        let Some(order) = patch.remove(&key) else {
             continue;
         };
         let Value::Array(order) = order else {
@@ -394,7 +394,7 @@ fn apply_set_element_order(
             (None, Some(p)) => merge_list(Vec::new(), p, merge_key, &field.child, depth + 1)?,
             (Some(c), Some(p)) => merge_list(c.clone(), p, merge_key, &field.child, depth + 1)?,
         };
-        patch.shift_remove(&name);
+        patch.remove(&name);
         let (listed, server_only) = partition_by_presence(merged, &order, merge_key)?;
         let ordered = normalize_element_order(
             listed,

@@ -1582,20 +1582,6 @@ fn deepest_parsable_patch_applies_on_a_small_stack() {
     assert_eq!(r, Ok(()));
 }
 
-#[test]
-fn patched_keys_keep_their_position() {
-    let got = apply(
-        &realistic_job(),
-        &json!({"spec": {"backoffLimit": 1}, "metadata": {"labels": {"x": "y"}}}),
-        &Schema::for_kind("Job"),
-    )
-    .unwrap();
-    let keys: Vec<&String> = got.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["apiVersion", "kind", "metadata", "spec", "status"]);
-    let spec: Vec<&String> = got["spec"].as_object().unwrap().keys().collect();
-    assert_eq!(spec[2], "backoffLimit");
-}
-
 /// `kubectl apply` after adding an env var and a sidecar container to the manifest.
 #[test]
 fn kubectl_apply_added_env_and_container() {
