@@ -8,7 +8,7 @@
 //! with thousands of Jobs and pods a scan per sync would be quadratic.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -25,76 +25,82 @@ type ObjKey = (String, String);
 
 type Objects<K> = BTreeMap<ObjKey, Arc<K>>;
 
-/// Keys in order. Most controllers of a large cache control one object (a single-pod Job's
-/// pod, a CronJob's Job) and a one-key `BTreeSet` allocates a whole node of eleven.
+/// Keys in order, each with a value (the object, or nothing). Most controllers of a large
+/// cache control one object (a single-pod Job's pod, a CronJob's Job) and a one-entry
+/// `BTreeMap` allocates a whole node of eleven.
 #[derive(Debug)]
-enum KeySet {
-    One(ObjKey),
-    Many(BTreeSet<ObjKey>),
+enum KeySet<V> {
+    One(ObjKey, V),
+    Many(BTreeMap<ObjKey, V>),
 }
 
-impl KeySet {
-    fn insert(&mut self, key: ObjKey) {
+impl<V> KeySet<V> {
+    fn insert(&mut self, key: ObjKey, value: V) {
+        // An empty BTreeMap allocates nothing.
+        *self = match std::mem::replace(self, KeySet::Many(BTreeMap::new())) {
+            KeySet::One(k, _) if k == key => KeySet::One(k, value),
+            KeySet::One(k, v) => KeySet::Many(BTreeMap::from([(k, v), (key, value)])),
+            KeySet::Many(mut entries) => {
+                entries.insert(key, value);
+                KeySet::Many(entries)
+            }
+        };
+    }
+
+    /// The value at `key`, to replace in place.
+    fn get_mut(&mut self, key: &ObjKey) -> Option<&mut V> {
         match self {
-            KeySet::One(k) if *k == key => {}
-            KeySet::One(k) => {
-                let first = std::mem::take(k);
-                *self = KeySet::Many(BTreeSet::from([first, key]));
-            }
-            KeySet::Many(keys) => {
-                keys.insert(key);
-            }
+            KeySet::One(k, v) => (k == key).then_some(v),
+            KeySet::Many(entries) => entries.get_mut(key),
         }
     }
 
     /// Removes `key`; true when nothing is left.
     fn remove(&mut self, key: &ObjKey) -> bool {
         match self {
-            KeySet::One(k) => k == key,
-            KeySet::Many(keys) => {
-                keys.remove(key);
-                keys.is_empty()
+            KeySet::One(k, _) => k == key,
+            KeySet::Many(entries) => {
+                entries.remove(key);
+                entries.is_empty()
             }
+        }
+    }
+
+    fn iter(&self) -> KeySetIter<'_, V> {
+        match self {
+            KeySet::One(k, v) => KeySetIter::One(Some((k, v))),
+            KeySet::Many(entries) => KeySetIter::Many(entries.iter()),
         }
     }
 }
 
-enum KeySetIter<'a> {
-    One(std::iter::Once<&'a ObjKey>),
-    Many(std::collections::btree_set::Iter<'a, ObjKey>),
+enum KeySetIter<'a, V> {
+    One(Option<(&'a ObjKey, &'a V)>),
+    Many(std::collections::btree_map::Iter<'a, ObjKey, V>),
 }
 
-impl<'a> Iterator for KeySetIter<'a> {
-    type Item = &'a ObjKey;
-    fn next(&mut self) -> Option<&'a ObjKey> {
+impl<'a, V> Iterator for KeySetIter<'a, V> {
+    type Item = (&'a ObjKey, &'a V);
+    fn next(&mut self) -> Option<(&'a ObjKey, &'a V)> {
         match self {
-            KeySetIter::One(it) => it.next(),
+            KeySetIter::One(it) => it.take(),
             KeySetIter::Many(it) => it.next(),
         }
     }
 }
 
-impl<'a> IntoIterator for &'a KeySet {
-    type Item = &'a ObjKey;
-    type IntoIter = KeySetIter<'a>;
-    fn into_iter(self) -> KeySetIter<'a> {
-        match self {
-            KeySet::One(k) => KeySetIter::One(std::iter::once(k)),
-            KeySet::Many(keys) => KeySetIter::Many(keys.iter()),
-        }
-    }
-}
-
-/// The objects and the controller index over them.
+/// The objects and the indexes over them. The controller index and the orphans hold the
+/// objects themselves (replaced with them), so a Job's sync lists its pods without looking
+/// each one up again.
 struct Indexed<K> {
     objects: Objects<K>,
-    /// Controller UID -> keys of the objects it controls.
-    by_controller: HashMap<String, KeySet>,
+    /// Controller UID -> the objects it controls.
+    by_controller: HashMap<String, KeySet<Arc<K>>>,
     /// (namespace, controller name) -> keys of the objects whose controller has that name
     /// (the CronJob controller matches its Jobs by name, whatever the UID).
-    by_controller_name: HashMap<ObjKey, KeySet>,
-    /// Keys of the objects that have no controller.
-    orphans: BTreeSet<ObjKey>,
+    by_controller_name: HashMap<ObjKey, KeySet<()>>,
+    /// The objects that have no controller.
+    orphans: BTreeMap<ObjKey, Arc<K>>,
 }
 
 /// The controller reference's UID and name.
@@ -107,16 +113,25 @@ fn controller_of<K: Resource>(obj: &K) -> Option<(&str, &str)> {
         .map(|r| (r.uid.as_str(), r.name.as_str()))
 }
 
-fn add_to<Q: std::hash::Hash + Eq>(index: &mut HashMap<Q, KeySet>, at: Q, key: &ObjKey) {
+fn add_to<Q: std::hash::Hash + Eq, V>(
+    index: &mut HashMap<Q, KeySet<V>>,
+    at: Q,
+    key: &ObjKey,
+    value: V,
+) {
     match index.entry(at) {
-        Entry::Occupied(mut keys) => keys.get_mut().insert(key.clone()),
+        Entry::Occupied(mut keys) => keys.get_mut().insert(key.clone(), value),
         Entry::Vacant(slot) => {
-            slot.insert(KeySet::One(key.clone()));
+            slot.insert(KeySet::One(key.clone(), value));
         }
     }
 }
 
-fn remove_from<Q: std::hash::Hash + Eq>(index: &mut HashMap<Q, KeySet>, at: &Q, key: &ObjKey) {
+fn remove_from<Q: std::hash::Hash + Eq, V>(
+    index: &mut HashMap<Q, KeySet<V>>,
+    at: &Q,
+    key: &ObjKey,
+) {
     if let Some(keys) = index.get_mut(at)
         && keys.remove(key)
     {
@@ -130,31 +145,37 @@ impl<K: Resource> Indexed<K> {
             objects: BTreeMap::new(),
             by_controller: HashMap::new(),
             by_controller_name: HashMap::new(),
-            orphans: BTreeSet::new(),
+            orphans: BTreeMap::new(),
         }
     }
 
     fn from_objects(objects: Objects<K>) -> Self {
         let mut indexed = Indexed::<K>::new();
         for (key, obj) in &objects {
-            indexed.index(key, obj.as_ref());
+            indexed.index(key, obj);
         }
         indexed.objects = objects;
         indexed
     }
 
-    fn index(&mut self, key: &ObjKey, obj: &K) {
-        match controller_of(obj) {
+    fn index(&mut self, key: &ObjKey, obj: &Arc<K>) {
+        match controller_of(obj.as_ref()) {
             Some((uid, name)) => {
-                add_to(&mut self.by_controller, uid.to_string(), key);
+                add_to(
+                    &mut self.by_controller,
+                    uid.to_string(),
+                    key,
+                    Arc::clone(obj),
+                );
                 add_to(
                     &mut self.by_controller_name,
                     (key.0.clone(), name.to_string()),
                     key,
+                    (),
                 );
             }
             None => {
-                self.orphans.insert(key.clone());
+                self.orphans.insert(key.clone(), Arc::clone(obj));
             }
         }
     }
@@ -176,10 +197,21 @@ impl<K: Resource> Indexed<K> {
     }
 
     fn insert(&mut self, key: ObjKey, obj: Arc<K>) -> Option<Arc<K>> {
-        // Most updates (a status, a finalizer) keep the controller: the indexes stay as they are.
+        // Most updates (a status, a finalizer) keep the controller: the object is replaced
+        // where the indexes hold it, and the indexes stay as they are.
         if let Some(cur) = self.objects.get_mut(&key)
             && controller_of(cur.as_ref()) == controller_of(obj.as_ref())
         {
+            let held = match controller_of(obj.as_ref()) {
+                Some((uid, _)) => self
+                    .by_controller
+                    .get_mut(uid)
+                    .and_then(|keys| keys.get_mut(&key)),
+                None => self.orphans.get_mut(&key),
+            };
+            if let Some(held) = held {
+                *held = Arc::clone(&obj);
+            }
             return Some(std::mem::replace(cur, obj));
         }
         let old = self.remove(&key);
@@ -456,9 +488,9 @@ impl<K: Resource> Lister<K> {
             .by_controller
             .get(uid)
             .into_iter()
-            .flatten()
-            .filter(|key| key.0 == namespace)
-            .filter_map(|key| store.objects.get(key).cloned())
+            .flat_map(KeySet::iter)
+            .filter(|(key, _)| key.0 == namespace)
+            .map(|(_, obj)| Arc::clone(obj))
             .collect()
     }
 
@@ -470,8 +502,8 @@ impl<K: Resource> Lister<K> {
             .by_controller_name
             .get(&(namespace.to_string(), name.to_string()))
             .into_iter()
-            .flatten()
-            .filter_map(|key| store.objects.get(key).cloned())
+            .flat_map(KeySet::iter)
+            .filter_map(|(key, _)| store.objects.get(key).cloned())
             .collect()
     }
 
@@ -480,22 +512,24 @@ impl<K: Resource> Lister<K> {
     /// may own or adopt. Ordered by name.
     pub fn list_controlled_or_orphaned(&self, namespace: &str, uid: &str) -> Vec<Arc<K>> {
         let store = self.read();
-        let in_ns = |key: &&ObjKey| key.0 == namespace;
         let controlled = store
             .by_controller
             .get(uid)
             .into_iter()
-            .flatten()
-            .filter(in_ns);
+            .flat_map(KeySet::iter)
+            .filter(|(key, _)| key.0 == namespace);
         let orphans = store
             .orphans
             .range((namespace.to_string(), String::new())..)
-            .take_while(|key| key.0 == namespace);
-        let mut keys: Vec<&ObjKey> = controlled.chain(orphans).collect();
-        keys.sort_unstable();
-        keys.iter()
-            .filter_map(|key| store.objects.get(*key).cloned())
-            .collect()
+            .take_while(|(key, _)| key.0 == namespace);
+        let mut found: Vec<(&ObjKey, &Arc<K>)> = controlled.collect();
+        let sorted = found.len();
+        found.extend(orphans);
+        // Each part is in key order already.
+        if sorted > 0 && found.len() > sorted {
+            found.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        }
+        found.into_iter().map(|(_, obj)| Arc::clone(obj)).collect()
     }
 
     /// The cached objects of one namespace, ordered by name.
@@ -579,19 +613,28 @@ mod tests {
     #[test]
     fn key_sets_stay_ordered_from_one_key_to_many_and_back() {
         let k = |n: &str| ("ns".to_string(), n.to_string());
-        let keys = |set: &KeySet| set.into_iter().map(|k| k.1.clone()).collect::<Vec<_>>();
-        let mut set = KeySet::One(k("b"));
-        set.insert(k("b"));
-        assert!(matches!(set, KeySet::One(_)));
-        set.insert(k("c"));
-        set.insert(k("a"));
-        assert_eq!(keys(&set), ["a", "b", "c"]);
+        let entries = |set: &KeySet<u32>| {
+            set.iter()
+                .map(|(k, v)| format!("{}={v}", k.1))
+                .collect::<Vec<_>>()
+        };
+        let mut set = KeySet::One(k("b"), 1);
+        set.insert(k("b"), 2);
+        assert!(matches!(set, KeySet::One(_, 2)));
+        set.insert(k("c"), 3);
+        set.insert(k("a"), 4);
+        assert_eq!(entries(&set), ["a=4", "b=2", "c=3"]);
+        if let Some(v) = set.get_mut(&k("c")) {
+            *v = 5;
+        }
+        assert!(set.get_mut(&k("x")).is_none());
         assert!(!set.remove(&k("b")));
         assert!(!set.remove(&k("x")));
-        assert_eq!(keys(&set), ["a", "c"]);
+        assert_eq!(entries(&set), ["a=4", "c=5"]);
         assert!(!set.remove(&k("a")));
         assert!(set.remove(&k("c")));
-        let mut one = KeySet::One(k("a"));
+        let mut one = KeySet::One(k("a"), 1);
+        assert!(one.get_mut(&k("b")).is_none());
         assert!(!one.remove(&k("b")));
         assert!(one.remove(&k("a")));
     }
@@ -745,6 +788,23 @@ mod tests {
         let listed = l.list_controlled_or_orphaned("b", "u1");
         assert_eq!(names(&listed), ["p5", "p6"]);
         assert_eq!(listed[0].metadata.resource_version.as_deref(), Some("7"));
+        let listed = l.list_controlled_by("b", "u1");
+        assert_eq!(listed[0].metadata.resource_version.as_deref(), Some("7"));
+        // So does an orphan's.
+        w.apply(watcher::Event::Apply(pod("b", "p6", "8", &[])));
+        let listed = l.list_controlled_or_orphaned("b", "u1");
+        assert_eq!(listed[1].metadata.resource_version.as_deref(), Some("8"));
+        // Orphans only, and controlled only, come out in name order too.
+        w.apply(watcher::Event::Apply(pod("c", "q2", "1", &[])));
+        w.apply(watcher::Event::Apply(pod("c", "q1", "1", &[])));
+        assert_eq!(
+            names(&l.list_controlled_or_orphaned("c", "u1")),
+            ["q1", "q2"]
+        );
+        assert_eq!(
+            names(&l.list_controlled_or_orphaned("a", "u2")),
+            ["p2", "p3", "p4"]
+        );
 
         // Released by u2 (owner reference removed), adopted by u1, deleted.
         w.apply(watcher::Event::Apply(pod("a", "p2", "2", &[])));
