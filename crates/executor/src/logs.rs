@@ -5,7 +5,7 @@
 //! A run's file (and its directories) is created with its first output: a run that prints
 //! nothing leaves no file, which the log endpoint serves as an empty log, as kubelet serves an
 //! empty file. Most short runs print nothing, and on a journaled filesystem the two
-//! directories and the file were a fifth of the executor's time for such a pod.
+//! directories and the file were ~15% of the executor's time for such a pod.
 
 use std::io::Write;
 use std::path::PathBuf;
