@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::ServerState;
 use crate::handlers::{self, DeleteOptions, Propagation};
 use crate::request::Target;
-use crate::resources::{self, Kind, Resource};
+use crate::resources::{self, Kind};
 
 /// Storage keys and uids, each held once and shared by the maps that refer to it: the graph
 /// has a node for every stored object.
@@ -82,7 +82,7 @@ impl Dependents {
 
 /// The namespace in a storage key ("" for cluster-scoped kinds and unknown keys).
 fn namespace_of(key: &str) -> &str {
-    if !resource_of(key).is_some_and(|r| r.namespaced) {
+    if !resources::by_key(key).is_some_and(|r| r.namespaced) {
         return "";
     }
     key.trim_start_matches('/').split('/').nth(1).unwrap_or("")
@@ -258,16 +258,8 @@ impl Graph {
     }
 }
 
-/// Which resource a storage key belongs to (events resolve to the core/v1 view).
-fn resource_of(key: &str) -> Option<&'static Resource> {
-    let storage = key.trim_start_matches('/').split('/').next()?;
-    resources::RESOURCES
-        .iter()
-        .find(|r| r.storage == storage && r.kind != Kind::EventV1)
-}
-
 fn target_of(key: &str) -> Option<Target> {
-    let res = resource_of(key)?;
+    let res = resources::by_key(key)?;
     let parts: Vec<&str> = key.trim_start_matches('/').split('/').collect();
     let (namespace, name) = match (res.namespaced, parts.as_slice()) {
         (true, [_, ns, name]) => (Some(ns.to_string()), name.to_string()),
@@ -333,7 +325,9 @@ async fn on_event(st: &ServerState, graph: &mut Graph, kind: EventType, o: &Obje
             if let Some(node) = graph.remove(&o.key) {
                 touched.extend(graph.dependents_of(&node.uid));
                 touched.extend(node.owners.iter().filter_map(|r| graph.key_of(&r.uid)));
-                if resource_of(&o.key).is_some_and(|r| r.kind != Kind::Namespace && r.namespaced) {
+                if resources::by_key(&o.key)
+                    .is_some_and(|r| r.kind != Kind::Namespace && r.namespaced)
+                {
                     // A terminating namespace may now be empty.
                     let ns_key = resources::by_kind(Kind::Namespace).key("", namespace_of(&o.key));
                     touched.push(ns_key);
@@ -372,7 +366,9 @@ async fn attend(st: &ServerState, graph: &Graph, key: &str) {
     let Some(node) = graph.nodes.get(key) else {
         return;
     };
-    let Some(res) = resource_of(key) else { return };
+    let Some(res) = resources::by_key(key) else {
+        return;
+    };
     if node.deleting {
         if res.kind == Kind::Namespace {
             finish_namespace(st, graph, key).await;

@@ -597,9 +597,7 @@ async fn create_doc(
         let key = sres.key(t.namespace.as_deref().unwrap_or(""), &name);
         match storage_metrics::create(&st.store, key, obj).await {
             Ok(o) => return object_response(res, StatusCode::CREATED, &o),
-            Err(StoreError::AlreadyExists(_))
-                if matches!(generate, Some(Some(_))) && attempt < 7 =>
-            {
+            Err(StoreError::AlreadyExists(_)) if retries && attempt < 7 => {
                 continue;
             }
             Err(StoreError::AlreadyExists(_)) if matches!(generate, Some(Some(_))) => {

@@ -191,6 +191,15 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resourc
         .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
+/// The resource a storage key belongs to (`/jobs.batch/ns/j`: Jobs); events resolve to the
+/// core/v1 view, which shares its storage with events.k8s.io.
+pub fn by_key(key: &str) -> Option<&'static Resource> {
+    let storage = key.trim_start_matches('/').split('/').next()?;
+    RESOURCES
+        .iter()
+        .find(|r| r.storage == storage && r.kind != Kind::EventV1)
+}
+
 pub fn by_kind(kind: Kind) -> &'static Resource {
     // Every Kind has exactly one entry in RESOURCES.
     RESOURCES

@@ -81,14 +81,7 @@ pub async fn delete(
 /// The storage name a key is under (`/jobs.batch/ns/j` is under `jobs.batch`), empty for a
 /// key of no served resource.
 fn storage_of(key: &str) -> &'static str {
-    let Some(first) = key.strip_prefix('/').and_then(|k| k.split('/').next()) else {
-        return "";
-    };
-    RESOURCES
-        .iter()
-        .map(|r| r.storage)
-        .find(|s| *s == first)
-        .unwrap_or("")
+    crate::resources::by_key(key).map_or("", |r| r.storage)
 }
 
 /// Runs `write` and records it as the storage request `operation` on `storage`. As upstream

@@ -3,11 +3,12 @@
 //! the client's bucket before it is sent. kube-rs has none, so it is a layer on the client's
 //! service.
 
-use kbatch_controllers::runtime::token_bucket::TokenBucket;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
+
+use kbatch_controllers::runtime::token_bucket::TokenBucket;
 use tokio::time::{Instant, Sleep, sleep};
 use tower::{Layer, Service};
 

@@ -199,10 +199,11 @@ impl<K: Resource> Indexed<K> {
     fn insert(&mut self, key: ObjKey, obj: Arc<K>) -> Option<Arc<K>> {
         // Most updates (a status, a finalizer) keep the controller: the object is replaced
         // where the indexes hold it, and the indexes stay as they are.
+        let controller = controller_of(obj.as_ref());
         if let Some(cur) = self.objects.get_mut(&key)
-            && controller_of(cur.as_ref()) == controller_of(obj.as_ref())
+            && controller_of(cur.as_ref()) == controller
         {
-            let held = match controller_of(obj.as_ref()) {
+            let held = match controller {
                 Some((uid, _)) => self
                     .by_controller
                     .get_mut(uid)
