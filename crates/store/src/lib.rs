@@ -8,9 +8,11 @@
 //!
 //! Layout:
 //! - `engine`: the on-disk backend (fjall): current objects, the event log of the history
-//!   window, and the revision counters, all written in one transaction per commit batch.
+//!   window, and the revision counters, all written in one transaction per commit batch,
+//!   made durable by the commit log (`engine::wal`: one synced append per batch to a file
+//!   written over in place, fjall's journal synced at checkpoints).
 //! - `writer`: the single writer thread; it drains the request queue and commits every waiting
-//!   request in one transaction with one fsync (group commit).
+//!   request in one transaction with one sync (group commit).
 //! - `index`: the in-memory map of current objects that serves get and list.
 //! - `hub`: the in-memory history window that serves watches, both replay and live.
 //! - `pack`: documents compressed against a dictionary of typical objects, the form the
@@ -134,7 +136,8 @@ pub struct StoreOptions {
     /// Bound on the bytes of the objects the history keeps in memory (the oldest go first;
     /// older revisions then get `Expired`, as past `history_events`).
     pub history_bytes: usize,
-    /// fsync every commit batch (true in production; tests of logic may turn it off).
+    /// Sync every commit batch to disk before answering (true in production; tests of logic
+    /// may turn it off).
     pub durable: bool,
     /// Upper bound on the writes one commit batch takes from the queue.
     pub max_batch: usize,
@@ -170,7 +173,7 @@ pub struct StoreStats {
     pub revision: u64,
     /// Number of current objects.
     pub objects: usize,
-    /// Transactions committed (each is one fsync when `durable`).
+    /// Transactions committed (each is one sync when `durable`).
     pub commits: u64,
     /// Writes committed (each took one revision).
     pub writes: u64,

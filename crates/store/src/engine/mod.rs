@@ -8,6 +8,7 @@
 //! - meta: `revision` (last committed) and `compacted` (last revision dropped from the log).
 
 mod fjall_engine;
+mod wal;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
