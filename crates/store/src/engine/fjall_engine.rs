@@ -53,6 +53,9 @@ pub(crate) struct FjallEngine {
     meta: Keyspace,
     /// The commit log of a durable store.
     wal: Option<Wal>,
+    /// Makes fjall's next write fail (tests of what follows a failed commit).
+    #[cfg(test)]
+    fail_next_write: bool,
 }
 
 fn be(context: &'static str) -> impl Fn(fjall::Error) -> StoreError {
@@ -91,6 +94,8 @@ impl FjallEngine {
             log,
             meta,
             wal: None,
+            #[cfg(test)]
+            fail_next_write: false,
         };
         if durable {
             engine.wal = Some(engine.replay(&dir.join(WAL_FILE))?);
@@ -184,7 +189,11 @@ impl FjallEngine {
     }
 
     /// Writes `batch` into fjall, unsynced.
-    fn write_batch(&self, batch: &CommitBatch<'_>) -> Result<(), StoreError> {
+    fn write_batch(&mut self, batch: &CommitBatch<'_>) -> Result<(), StoreError> {
+        #[cfg(test)]
+        if std::mem::take(&mut self.fail_next_write) {
+            return Err(StoreError::Backend("injected failure".into()));
+        }
         let mut b = self.db.batch().durability(None);
         for ev in batch.changes {
             let obj = &ev.object;
@@ -253,7 +262,14 @@ impl Engine for FjallEngine {
             }
             log.append_prepared()?;
         }
-        self.write_batch(batch)
+        let written = self.write_batch(batch);
+        if written.is_err()
+            && let Some(log) = self.wal.as_mut()
+        {
+            // The batch is answered as failed and its revisions go to the next one.
+            log.retract();
+        }
+        written
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
@@ -380,6 +396,50 @@ mod tests {
                 EventType::Modified,
                 EventType::Added,
                 EventType::Deleted
+            ]
+        );
+    }
+
+    /// A batch fjall refuses is answered as failed; the next batch, taking its revisions, is
+    /// the one a restart finds.
+    #[test]
+    fn a_batch_fjall_refuses_is_not_replayed_over_the_next() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let (mut engine, _) = FjallEngine::open(dir.path(), 100, true).expect("opens");
+            commit_one(&mut engine, change(EventType::Added, "/pods/d/a", 1, 10));
+            engine.fail_next_write = true;
+            let changes = [change(EventType::Added, "/pods/d/refused", 2, 400)];
+            let batch = CommitBatch {
+                changes: &changes,
+                revision: 2,
+                old_compacted: 0,
+                compacted: 0,
+            };
+            assert!(engine.commit(&batch).is_err());
+            // The next two batches reach only the log, as after a crash that lost fjall's
+            // unsynced journal.
+            let log = engine.wal.as_mut().expect("durable stores log");
+            for (key, rv) in [("/pods/d/b", 2), ("/pods/d/c", 3)] {
+                let changes = [change(EventType::Added, key, rv, 10)];
+                let batch = CommitBatch {
+                    changes: &changes,
+                    revision: rv,
+                    old_compacted: 0,
+                    compacted: 0,
+                };
+                log.prepare(&batch).expect("encodes");
+                log.append_prepared().expect("logged");
+            }
+        }
+        let (_engine, loaded) = FjallEngine::open(dir.path(), 100, true).expect("reopens");
+        assert_eq!(loaded.revision, 3);
+        assert_eq!(
+            keys(&loaded),
+            [
+                ("/pods/d/a".to_string(), 1),
+                ("/pods/d/b".to_string(), 2),
+                ("/pods/d/c".to_string(), 3)
             ]
         );
     }

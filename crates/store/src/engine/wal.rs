@@ -194,6 +194,8 @@ pub(crate) struct Wal {
     file: File,
     /// Where the next record goes.
     offset: u64,
+    /// Where the last record written went.
+    last: u64,
     /// How much of the file has been written (by records or zeroes).
     written: u64,
     buf: Vec<u8>,
@@ -215,6 +217,7 @@ impl Wal {
         let wal = Wal {
             file,
             offset: written,
+            last: written,
             written,
             buf: Vec::new(),
         };
@@ -229,6 +232,14 @@ impl Wal {
     /// Starts the log over: call only once everything in it is durable elsewhere.
     pub(crate) fn rewind(&mut self) {
         self.offset = 0;
+        self.last = 0;
+    }
+
+    /// Takes back the last record (its batch failed after it was logged): the next record
+    /// goes in its place. Until then a restart would apply it, as a write whose failure the
+    /// client saw may still have happened (as with any error after a request was sent).
+    pub(crate) fn retract(&mut self) {
+        self.offset = self.last;
     }
 
     /// Encodes `batch` into the log's buffer; returns the record's length.
@@ -255,6 +266,7 @@ impl Wal {
             .write_all_at(&self.buf, self.offset)
             .map_err(io("write"))?;
         self.file.sync_data().map_err(io("sync"))?;
+        self.last = self.offset;
         self.offset = end;
         Ok(())
     }
@@ -382,6 +394,48 @@ mod tests {
         let at = rewound.len();
         rewound.extend(&earlier[at..]);
         assert_eq!(revisions(&to_replay(&rewound, 20)), [(21, 22), (23, 23)]);
+    }
+
+    fn log_batch(wal: &mut Wal, changes: &[WatchEvent], revision: u64) {
+        let batch = CommitBatch {
+            changes,
+            revision,
+            old_compacted: 0,
+            compacted: 0,
+        };
+        wal.prepare(&batch).expect("encodes");
+        wal.append_prepared().expect("appends");
+    }
+
+    /// A batch taken back (fjall refused it) is written over by the next one, which takes
+    /// its revisions: a restart replays the next one, not both.
+    #[test]
+    fn a_retracted_record_is_written_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("wal");
+        let (mut wal, _) = Wal::open(&path).expect("opens");
+        wal.rewind();
+        log_batch(&mut wal, &[ev(EventType::Added, "/pods/d/a", 1, b"one")], 1);
+        let refused = [
+            ev(
+                EventType::Added,
+                "/pods/d/b",
+                2,
+                b"a long body that was refused",
+            ),
+            ev(EventType::Added, "/pods/d/c", 3, b"another"),
+        ];
+        log_batch(&mut wal, &refused, 3);
+        wal.retract();
+        log_batch(
+            &mut wal,
+            &[ev(EventType::Added, "/pods/d/d", 2, b"short")],
+            2,
+        );
+        let content = std::fs::read(&path).expect("reads");
+        let replayed = to_replay(&content, 0);
+        assert_eq!(revisions(&replayed), [(1, 1), (2, 2)]);
+        assert_eq!(replayed[1].changes[0].object.key, "/pods/d/d");
     }
 
     #[test]
