@@ -574,11 +574,13 @@ impl Inner {
             action
         };
         let mut errors: Vec<String> = Vec::new();
+        let phase = Instant::now();
 
         // 1. Pod creations and deletions.
         let failed = self
             .execute_pod_actions(key, &job, &plan, &mut errors)
             .await;
+        let pods_done = phase.elapsed();
         if failed != FailedPodActions::default() {
             let ctx = SyncContext {
                 failed_pod_actions: Some(failed),
@@ -596,6 +598,7 @@ impl Inner {
                 .map_err(|e| (e, action))?;
         }
         self.set_backoff_record(key, plan.backoff.clone());
+        let status_done = phase.elapsed();
 
         // 4-5. Finalizers, then the status that counts the pods they released.
         // (With nothing to remove this step still runs: it is where the terminal condition is
@@ -605,12 +608,25 @@ impl Inner {
         } else {
             self.remove_finalizers(key, &job, &plan, &mut errors).await
         };
+        let finalizers_done = phase.elapsed();
         if let Some((status, events)) = plan.status_after_finalizers(&removed) {
             self.write_status(&current, status)
                 .await
                 .map_err(|e| (e, action))?;
             self.emit(&job, &events);
         }
+
+        // Where a sync's time goes: each phase waits for its writes.
+        debug!(
+            job = %key,
+            created = plan.pods_to_create.len(),
+            finalizers_removed = removed.len(),
+            pods_ms = pods_done.as_secs_f64() * 1e3,
+            status_ms = (status_done - pods_done).as_secs_f64() * 1e3,
+            finalizers_ms = (finalizers_done - status_done).as_secs_f64() * 1e3,
+            final_status_ms = (phase.elapsed() - finalizers_done).as_secs_f64() * 1e3,
+            "job sync phases"
+        );
 
         // 6. Events and the next look.
         self.emit(&job, &plan.events);
