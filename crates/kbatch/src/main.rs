@@ -84,10 +84,14 @@ fn main() -> std::process::ExitCode {
         "info"
     });
     raise_open_file_limit();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if matches!(cli.command, Command::Up(_) | Command::Run(_)) {
+        // The server's runtime, with the controllers' and the executor's beside it.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        builder.worker_threads(instance::server_workers(cores));
+    }
+    let runtime = match builder.build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
