@@ -323,21 +323,23 @@ fn client_for(config: &kube::Config, component: Option<&str>) -> anyhow::Result<
 mod tests {
     use super::{server_workers, side_runtime_workers};
 
+    /// Side runtimes: half the cores, one to four; the server: what one side runtime leaves.
     #[test]
-    fn side_runtimes_get_half_the_cores_between_one_and_four() {
-        let got: Vec<usize> = [1, 2, 3, 4, 6, 8, 16, 64]
+    fn threads_per_runtime_by_cores() {
+        let got: Vec<(usize, usize, usize)> = [1, 2, 3, 4, 6, 8, 16, 64]
             .into_iter()
-            .map(side_runtime_workers)
+            .map(|cores| (cores, side_runtime_workers(cores), server_workers(cores)))
             .collect();
-        assert_eq!(got, [1, 1, 1, 2, 3, 4, 4, 4]);
-    }
-
-    #[test]
-    fn the_server_gets_the_cores_a_side_runtime_leaves() {
-        let got: Vec<usize> = [1, 2, 3, 4, 6, 8, 16, 64]
-            .into_iter()
-            .map(server_workers)
-            .collect();
-        assert_eq!(got, [1, 1, 2, 2, 3, 4, 12, 60]);
+        let want = [
+            (1, 1, 1),
+            (2, 1, 1),
+            (3, 1, 2),
+            (4, 2, 2),
+            (6, 3, 3),
+            (8, 4, 4),
+            (16, 4, 12),
+            (64, 4, 60),
+        ];
+        assert_eq!(got, want);
     }
 }
