@@ -252,6 +252,11 @@ fn start_executor(
     Ok(Some((stop, task)))
 }
 
+/// The cores this process may run on.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Worker threads of each side runtime (the controllers', the executor's) on a machine of
 /// `cores`: half the cores, one at least and four at most. On two cores, two per side
 /// runtime only made the threads take turns (a run of 1,000 short pods spent ~15% more of the
@@ -280,9 +285,7 @@ where
     F::Output: Send + 'static,
 {
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(side_runtime_workers(
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-        ))
+        .worker_threads(side_runtime_workers(cores()))
         .thread_name(name)
         .enable_all()
         .build()

@@ -88,8 +88,7 @@ fn main() -> std::process::ExitCode {
     builder.enable_all();
     if matches!(cli.command, Command::Up(_) | Command::Run(_)) {
         // The server's runtime, with the controllers' and the executor's beside it.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        builder.worker_threads(instance::server_workers(cores));
+        builder.worker_threads(instance::server_workers(instance::cores()));
     }
     let runtime = match builder.build() {
         Ok(r) => r,

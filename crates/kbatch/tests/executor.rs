@@ -26,6 +26,15 @@ async fn wait_phase(pods: &Api<Pod>, name: &str, want: &str) -> Pod {
     .await
 }
 
+/// Creates the pod running `script`, waits for it to succeed and returns its log.
+async fn run_to_success(pods: &Api<Pod>, name: &str, script: &str, marker: &str) -> String {
+    pods.create(&PostParams::default(), &pod(name, script, marker))
+        .await
+        .expect("create");
+    wait_phase(pods, name, "Succeeded").await;
+    pods.logs(name, &LogParams::default()).await.expect("logs")
+}
+
 fn pod(name: &str, script: &str, marker: &str) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
@@ -69,27 +78,10 @@ async fn process_executor_runs_pods_and_survives_kill_9() {
     let client = server.client().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let marker = format!("e2e-{}", std::process::id());
-    pods.create(
-        &PostParams::default(),
-        &pod("hello", "echo hello from $HOSTNAME", &marker),
-    )
-    .await
-    .expect("create");
-    wait_phase(&pods, "hello", "Succeeded").await;
-    let logs = pods
-        .logs("hello", &LogParams::default())
-        .await
-        .expect("logs");
+    let logs = run_to_success(&pods, "hello", "echo hello from $HOSTNAME", &marker).await;
     assert_eq!(logs, "hello from hello\n");
     // A container that printed nothing has an empty log (its file is never created).
-    pods.create(&PostParams::default(), &pod("quiet", "true", &marker))
-        .await
-        .expect("create");
-    wait_phase(&pods, "quiet", "Succeeded").await;
-    let logs = pods
-        .logs("quiet", &LogParams::default())
-        .await
-        .expect("logs");
+    let logs = run_to_success(&pods, "quiet", "true", &marker).await;
     assert_eq!(logs, "");
 
     pods.create(

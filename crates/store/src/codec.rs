@@ -181,13 +181,28 @@ pub(crate) fn decode_object(rec: &[u8]) -> Option<(u64, &[u8])> {
 
 /// Log record (keyed by revision): kind byte, 4-byte little-endian key length, key, packed
 /// document (or JSON, as for objects).
-pub(crate) fn encode_event(kind: EventType, key: &str, raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(5 + key.len() + raw.len());
-    out.push(match kind {
+/// The byte an event type is written as, in log records and in the commit log.
+pub(crate) fn kind_byte(kind: EventType) -> u8 {
+    match kind {
         EventType::Added => 0,
         EventType::Modified => 1,
         EventType::Deleted => 2,
-    });
+    }
+}
+
+/// The event type of a [`kind_byte`]; None for any other byte.
+pub(crate) fn kind_of_byte(b: u8) -> Option<EventType> {
+    match b {
+        0 => Some(EventType::Added),
+        1 => Some(EventType::Modified),
+        2 => Some(EventType::Deleted),
+        _ => None,
+    }
+}
+
+pub(crate) fn encode_event(kind: EventType, key: &str, raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + key.len() + raw.len());
+    out.push(kind_byte(kind));
     // Keys are far shorter than 4 GiB; saturate rather than panic, and decode will refuse it.
     out.extend_from_slice(&u32::try_from(key.len()).unwrap_or(u32::MAX).to_le_bytes());
     out.extend_from_slice(key.as_bytes());
@@ -197,12 +212,7 @@ pub(crate) fn encode_event(kind: EventType, key: &str, raw: &[u8]) -> Vec<u8> {
 
 pub(crate) fn decode_event(rec: &[u8]) -> Option<(EventType, String, &[u8])> {
     let (&kind, rest) = rec.split_first()?;
-    let kind = match kind {
-        0 => EventType::Added,
-        1 => EventType::Modified,
-        2 => EventType::Deleted,
-        _ => return None,
-    };
+    let kind = kind_of_byte(kind)?;
     let (len, rest) = rest.split_at_checked(4)?;
     let len = usize::try_from(u32::from_le_bytes(len.try_into().ok()?)).ok()?;
     let (key, raw) = rest.split_at_checked(len)?;

@@ -321,9 +321,9 @@ mod tests {
         assert_eq!(history, [&pod[..], &job[..]]);
     }
 
-    fn change(kind: EventType, key: &str, rv: u64, filler: usize) -> WatchEvent {
-        let doc =
-            serde_json::json!({"kind": "Pod", "metadata": {"name": key}, "x": "y".repeat(filler)});
+    /// A change of a pod whose document carries `x`.
+    fn change_with(kind: EventType, key: &str, rv: u64, x: String) -> WatchEvent {
+        let doc = serde_json::json!({"kind": "Pod", "metadata": {"name": key}, "x": x});
         WatchEvent {
             kind,
             object: Arc::new(Object::from_json(key.to_string(), rv, doc).expect("packs")),
@@ -331,16 +331,30 @@ mod tests {
         }
     }
 
-    fn commit_one(engine: &mut FjallEngine, ev: WatchEvent) {
-        let rv = ev.object.rv;
-        let changes = [ev];
-        let batch = CommitBatch {
-            changes: &changes,
-            revision: rv,
+    fn change(kind: EventType, key: &str, rv: u64, filler: usize) -> WatchEvent {
+        change_with(kind, key, rv, "y".repeat(filler))
+    }
+
+    /// The batch of `changes`, ending at the last one's revision.
+    fn batch_of(changes: &[WatchEvent]) -> CommitBatch<'_> {
+        CommitBatch {
+            changes,
+            revision: changes.last().map_or(0, |c| c.object.rv),
             old_compacted: 0,
             compacted: 0,
-        };
-        engine.commit(&batch).expect("commits");
+        }
+    }
+
+    fn commit_one(engine: &mut FjallEngine, ev: WatchEvent) {
+        engine.commit(&batch_of(&[ev])).expect("commits");
+    }
+
+    /// Appends `changes` to the commit log only, as if fjall's unsynced journal was lost in
+    /// a crash right after.
+    fn log_only(engine: &mut FjallEngine, changes: &[WatchEvent]) {
+        let log = engine.wal.as_mut().expect("durable stores log");
+        log.prepare(&batch_of(changes)).expect("encodes");
+        log.append_prepared().expect("logged");
     }
 
     fn keys(loaded: &Loaded) -> Vec<(String, u64)> {
@@ -359,19 +373,13 @@ mod tests {
         {
             let (mut engine, _) = FjallEngine::open(dir.path(), 100, true).expect("opens");
             commit_one(&mut engine, change(EventType::Added, "/pods/d/a", 1, 10));
-            let lost = [
-                change(EventType::Modified, "/pods/d/a", 2, 20),
-                change(EventType::Added, "/pods/d/b", 3, 30),
-            ];
-            let batch = CommitBatch {
-                changes: &lost,
-                revision: 3,
-                old_compacted: 0,
-                compacted: 0,
-            };
-            let log = engine.wal.as_mut().expect("durable stores log");
-            log.prepare(&batch).expect("encodes");
-            log.append_prepared().expect("logged");
+            log_only(
+                &mut engine,
+                &[
+                    change(EventType::Modified, "/pods/d/a", 2, 20),
+                    change(EventType::Added, "/pods/d/b", 3, 30),
+                ],
+            );
             // Dropped without fjall ever seeing revisions 2 and 3.
         }
         let (mut engine, loaded) = FjallEngine::open(dir.path(), 100, true).expect("reopens");
@@ -409,27 +417,12 @@ mod tests {
             let (mut engine, _) = FjallEngine::open(dir.path(), 100, true).expect("opens");
             commit_one(&mut engine, change(EventType::Added, "/pods/d/a", 1, 10));
             engine.fail_next_write = true;
-            let changes = [change(EventType::Added, "/pods/d/refused", 2, 400)];
-            let batch = CommitBatch {
-                changes: &changes,
-                revision: 2,
-                old_compacted: 0,
-                compacted: 0,
-            };
-            assert!(engine.commit(&batch).is_err());
+            let refused = [change(EventType::Added, "/pods/d/refused", 2, 400)];
+            assert!(engine.commit(&batch_of(&refused)).is_err());
             // The next two batches reach only the log, as after a crash that lost fjall's
             // unsynced journal.
-            let log = engine.wal.as_mut().expect("durable stores log");
             for (key, rv) in [("/pods/d/b", 2), ("/pods/d/c", 3)] {
-                let changes = [change(EventType::Added, key, rv, 10)];
-                let batch = CommitBatch {
-                    changes: &changes,
-                    revision: rv,
-                    old_compacted: 0,
-                    compacted: 0,
-                };
-                log.prepare(&batch).expect("encodes");
-                log.append_prepared().expect("logged");
+                log_only(&mut engine, &[change(EventType::Added, key, rv, 10)]);
             }
         }
         let (_engine, loaded) = FjallEngine::open(dir.path(), 100, true).expect("reopens");
@@ -455,14 +448,11 @@ mod tests {
             let (mut engine, _) = FjallEngine::open(dir.path(), 1000, true).expect("opens");
             for rv in 1..=n {
                 // Incompressible filler, so that each record is ~1 MiB.
-                let key = format!("/pods/d/p{rv}");
-                let mut ev = change(EventType::Added, &key, rv, 0);
                 let noise: String = (0..big)
                     .map(|i| char::from(b'a' + ((i * 7919 + rv as usize * 31) % 26) as u8))
                     .collect();
-                let doc = serde_json::json!({"kind": "Pod", "metadata": {"name": key}, "x": noise});
-                ev.object = Arc::new(Object::from_json(key, rv, doc).expect("packs"));
-                commit_one(&mut engine, ev);
+                let key = format!("/pods/d/p{rv}");
+                commit_one(&mut engine, change_with(EventType::Added, &key, rv, noise));
             }
         }
         let size = std::fs::metadata(dir.path().join(WAL_FILE))

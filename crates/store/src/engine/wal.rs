@@ -17,6 +17,7 @@
 //! last record is either one of them or not a whole record at all.
 
 use std::fs::{File, OpenOptions};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -24,7 +25,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::CommitBatch;
-use crate::{EventType, Object, StoreError, WatchEvent};
+use crate::codec;
+use crate::{Object, StoreError, WatchEvent};
 
 const MAGIC: u32 = 0x4B42_5731;
 const HEADER_BYTES: usize = 16;
@@ -37,14 +39,6 @@ const GROW_BYTES: u64 = 1 << 20;
 
 fn io(context: &'static str) -> impl Fn(std::io::Error) -> StoreError {
     move |e| StoreError::Backend(format!("commit log: {context}: {e}"))
-}
-
-fn kind_byte(kind: EventType) -> u8 {
-    match kind {
-        EventType::Added => 0,
-        EventType::Modified => 1,
-        EventType::Deleted => 2,
-    }
 }
 
 fn len_u32(n: usize) -> Result<u32, StoreError> {
@@ -65,7 +59,7 @@ pub(crate) fn encode(batch: &CommitBatch<'_>, out: &mut Vec<u8>) -> Result<(), S
     out.extend_from_slice(&len_u32(batch.changes.len())?.to_le_bytes());
     for ev in batch.changes {
         let o = &ev.object;
-        out.push(kind_byte(ev.kind));
+        out.push(codec::kind_byte(ev.kind));
         out.extend_from_slice(&o.rv.to_le_bytes());
         out.extend_from_slice(&len_u32(o.key.len())?.to_le_bytes());
         out.extend_from_slice(o.key.as_bytes());
@@ -132,12 +126,7 @@ pub(crate) fn decode(buf: &[u8]) -> Option<(Record, usize)> {
     let count = r.len()?;
     let mut changes = Vec::with_capacity(count.min(payload_len / 17));
     for _ in 0..count {
-        let kind = match r.u8()? {
-            0 => EventType::Added,
-            1 => EventType::Modified,
-            2 => EventType::Deleted,
-            _ => return None,
-        };
+        let kind = codec::kind_of_byte(r.u8()?)?;
         let rv = r.u64()?;
         let key_len = r.len()?;
         let key = std::str::from_utf8(r.take(key_len)?).ok()?.to_owned();
@@ -205,14 +194,15 @@ impl Wal {
     /// Opens (or creates) the log at `path`; returns it with its current bytes for replay.
     /// It is not appended to before [`Wal::rewind`].
     pub(crate) fn open(path: &Path) -> Result<(Wal, Vec<u8>), StoreError> {
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
             .map_err(io("open"))?;
-        let content = std::fs::read(path).map_err(io("read"))?;
+        let mut content = Vec::new();
+        file.read_to_end(&mut content).map_err(io("read"))?;
         let written = content.len() as u64;
         let wal = Wal {
             file,
@@ -275,6 +265,7 @@ impl Wal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EventType;
 
     fn ev(kind: EventType, key: &str, rv: u64, body: &[u8]) -> WatchEvent {
         WatchEvent {
