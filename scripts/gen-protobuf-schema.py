@@ -29,6 +29,8 @@ ROOTS = [
     ("k8s.io/api/core/v1", "Binding", "v1", "Binding"),
     ("k8s.io/api/events/v1", "Event", "events.k8s.io/v1", "Event"),
     ("k8s.io/api/coordination/v1", "Lease", "coordination.k8s.io/v1", "Lease"),
+    ("k8s.io/api/core/v1", "ConfigMap", "v1", "ConfigMap"),
+    ("k8s.io/api/core/v1", "Secret", "v1", "Secret"),
     ("k8s.io/apimachinery/pkg/apis/meta/v1", "DeleteOptions", "*", "DeleteOptions"),
 ]
 
@@ -264,8 +266,9 @@ class Gen:
                 card = "Map"
                 k = self.b.kind(ft)
             if k == K_SLICE and self.b.kind(self.b.elem(ft)) == K_UINT8:
-                sys.exit(f"{pkg}.{name}.{gname}: []byte needs a Ty::Bytes decoder (base64)")
-            if k in SCALARS:
+                # []byte (Secret data, ConfigMap binaryData): base64 in JSON.
+                ty = "Bytes"
+            elif k in SCALARS:
                 ty = SCALARS[k]
             elif k == K_STRUCT:
                 sp = self.special(ft)

@@ -1,9 +1,10 @@
 //! Versioned defaulting (`pkg/apis/batch/v1/defaults.go`, `pkg/apis/core/v1/defaults.go`),
 //! run on every decode, storage reads included.
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, Namespace, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Volume,
+    Container, Namespace, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Secret, Volume,
 };
 
 /// `SetDefaults_Job` plus the pod-template defaults.
@@ -252,6 +253,23 @@ pub fn namespace(ns: &mut Namespace) {
             .labels
             .get_or_insert_with(Default::default)
             .insert(crate::keys::NAMESPACE_NAME_LABEL.to_string(), name);
+    }
+}
+
+/// `SetDefaults_Secret` (type `Opaque`), then what upstream's v1 → internal conversion does
+/// to every decoded Secret: `stringData` is merged into `data`, its keys overwriting, and
+/// dropped (it is write-only: never stored nor returned).
+pub fn secret(secret: &mut Secret) {
+    if secret.type_.as_deref().unwrap_or("").is_empty() {
+        secret.type_ = Some(crate::keys::SECRET_TYPE_OPAQUE.to_string());
+    }
+    if let Some(string_data) = secret.string_data.take()
+        && !string_data.is_empty()
+    {
+        let data = secret.data.get_or_insert_with(Default::default);
+        for (k, v) in string_data {
+            data.insert(k, ByteString(v.into_bytes()));
+        }
     }
 }
 

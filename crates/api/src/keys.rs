@@ -46,3 +46,21 @@ pub const POD_FAILED: &str = "Failed";
 pub const QOS_GUARANTEED: &str = "Guaranteed";
 pub const QOS_BURSTABLE: &str = "Burstable";
 pub const QOS_BEST_EFFORT: &str = "BestEffort";
+
+/// Secret types (`Opaque` is the default) and the data keys and annotation their
+/// validation reads.
+pub const SECRET_TYPE_OPAQUE: &str = "Opaque";
+pub const SECRET_TYPE_SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
+pub const SECRET_TYPE_DOCKERCFG: &str = "kubernetes.io/dockercfg";
+pub const SECRET_TYPE_DOCKER_CONFIG_JSON: &str = "kubernetes.io/dockerconfigjson";
+pub const SECRET_TYPE_BASIC_AUTH: &str = "kubernetes.io/basic-auth";
+pub const SECRET_TYPE_SSH_AUTH: &str = "kubernetes.io/ssh-auth";
+pub const SECRET_TYPE_TLS: &str = "kubernetes.io/tls";
+pub const SERVICE_ACCOUNT_NAME_KEY: &str = "kubernetes.io/service-account.name";
+pub const DOCKER_CONFIG_KEY: &str = ".dockercfg";
+pub const DOCKER_CONFIG_JSON_KEY: &str = ".dockerconfigjson";
+pub const BASIC_AUTH_USERNAME_KEY: &str = "username";
+pub const BASIC_AUTH_PASSWORD_KEY: &str = "password";
+pub const SSH_AUTH_PRIVATE_KEY: &str = "ssh-privatekey";
+pub const TLS_CERT_KEY: &str = "tls.crt";
+pub const TLS_PRIVATE_KEY_KEY: &str = "tls.key";

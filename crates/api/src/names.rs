@@ -185,6 +185,35 @@ pub fn label_value(value: &str) -> Vec<String> {
     errs
 }
 
+const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
+const CONFIG_MAP_KEY_ERR: &str =
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
+
+/// `IsConfigMapKey`: the keys of ConfigMap and Secret data (file names when mounted, hence
+/// the `.`/`..` rules).
+pub fn config_map_key(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(max_len_chars(DNS1123_SUBDOMAIN_MAX));
+    }
+    let allowed = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_');
+    if value.is_empty() || !value.bytes().all(allowed) {
+        errs.push(regex_error(
+            CONFIG_MAP_KEY_ERR,
+            CONFIG_MAP_KEY_FMT,
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    if value == "." {
+        errs.push("must not be '.'".to_string());
+    } else if value == ".." {
+        errs.push("must not be '..'".to_string());
+    } else if value.starts_with("..") {
+        errs.push("must not start with '..'".to_string());
+    }
+    errs
+}
+
 /// `IsValidPortName` (IANA service name).
 pub fn port_name(value: &str) -> Vec<String> {
     let mut errs = Vec::new();

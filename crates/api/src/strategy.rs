@@ -204,6 +204,17 @@ pub fn node_status_prepare_for_update(
     new.spec = old.spec.clone();
 }
 
+/// Secret update: a new object without a type keeps the old one's (decoding defaults it to
+/// `Opaque` first, so this only matters to callers that skip defaulting).
+pub fn secret_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::Secret,
+    old: &k8s_openapi::api::core::v1::Secret,
+) {
+    if new.type_.as_deref().unwrap_or("").is_empty() {
+        new.type_ = old.type_.clone();
+    }
+}
+
 /// `qos.GetPodQOS` over CPU and memory of all containers and init containers.
 pub fn qos_class(spec: &PodSpec) -> &'static str {
     let mut requests: BTreeMap<&str, f64> = BTreeMap::new();

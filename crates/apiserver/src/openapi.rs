@@ -289,7 +289,10 @@ mod tests {
         assert!(all_schemas().len() > 100, "schemas.json did not parse");
         for (key, kinds) in [
             ("apis/batch/v1", &["Job", "CronJob"][..]),
-            ("api/v1", &["Pod", "Namespace", "Node", "Event"][..]),
+            (
+                "api/v1",
+                &["Pod", "Namespace", "Node", "Event", "ConfigMap", "Secret"][..],
+            ),
             ("apis/events.k8s.io/v1", &["Event"][..]),
             ("apis/coordination.k8s.io/v1", &["Lease"][..]),
         ] {

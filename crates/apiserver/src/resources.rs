@@ -12,6 +12,8 @@ pub enum Kind {
     Job,
     CronJob,
     Lease,
+    ConfigMap,
+    Secret,
 }
 
 #[derive(Debug)]
@@ -99,6 +101,32 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         subresources: &[("status", STATUS_VERBS)],
         storage: "nodes",
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        singular: "configmap",
+        kind_name: "ConfigMap",
+        kind: Kind::ConfigMap,
+        namespaced: true,
+        short_names: &["cm"],
+        categories: &[],
+        subresources: &[],
+        storage: "configmaps",
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        singular: "secret",
+        kind_name: "Secret",
+        kind: Kind::Secret,
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        storage: "secrets",
     },
     Resource {
         group: "batch",

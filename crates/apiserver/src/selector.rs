@@ -271,7 +271,9 @@ fn supported_field(kind: Kind, key: &str) -> bool {
         Kind::Job => key == "status.successful",
         Kind::Node => key == "spec.unschedulable",
         Kind::Namespace => key == "status.phase",
-        Kind::CronJob | Kind::Lease => false,
+        // `SelectableFields` of secrets.
+        Kind::Secret => key == "type",
+        Kind::CronJob | Kind::Lease | Kind::ConfigMap => false,
     }
 }
 

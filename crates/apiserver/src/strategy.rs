@@ -5,7 +5,7 @@ use kbatch_api::field::ErrorList;
 use kbatch_api::k8s_openapi::Metadata;
 use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
 use kbatch_api::k8s_openapi::api::coordination::v1::Lease;
-use kbatch_api::k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use kbatch_api::k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -193,6 +193,8 @@ macro_rules! dispatch {
             Kind::Node => $self.$f(&NODE $(, $arg)*),
             Kind::Event | Kind::EventV1 => $self.$f(&EVENT $(, $arg)*),
             Kind::Lease => $self.$f(&LEASE $(, $arg)*),
+            Kind::ConfigMap => $self.$f(&CONFIGMAP $(, $arg)*),
+            Kind::Secret => $self.$f(&SECRET $(, $arg)*),
         }
     };
 }
@@ -430,5 +432,19 @@ static EVENT: Rules<Event> = Rules {
 static LEASE: Rules<Lease> = Rules {
     validate_create: v::lease_create,
     validate_update: v::lease_update,
+    ..Rules::PERMISSIVE
+};
+static CONFIGMAP: Rules<ConfigMap> = Rules {
+    validate_create: v::configmap_create,
+    validate_update: v::configmap_update,
+    ..Rules::PERMISSIVE
+};
+/// The `stringData` merge runs with the defaulting, on every decoded request body: what is
+/// validated and stored has only `data`, as upstream.
+static SECRET: Rules<Secret> = Rules {
+    default: defaults::secret,
+    prepare_update: prep::secret_prepare_for_update,
+    validate_create: v::secret_create,
+    validate_update: v::secret_update,
     ..Rules::PERMISSIVE
 };

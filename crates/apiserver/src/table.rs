@@ -324,6 +324,32 @@ fn columns(kind: Kind) -> Vec<Col> {
             col("Holder", "string", 0, "The holder of the lease"),
             AGE,
         ],
+        Kind::ConfigMap => vec![
+            NAME,
+            col(
+                "Data",
+                "string",
+                0,
+                "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.",
+            ),
+            AGE,
+        ],
+        Kind::Secret => vec![
+            NAME,
+            col(
+                "Type",
+                "string",
+                0,
+                "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types",
+            ),
+            col(
+                "Data",
+                "string",
+                0,
+                "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4",
+            ),
+            AGE,
+        ],
     }
 }
 
@@ -817,6 +843,12 @@ fn node_cells(v: &Value, now: Timestamp) -> Vec<Value> {
     ]
 }
 
+fn map_len(v: &Value, pointer: &str) -> usize {
+    v.pointer(pointer)
+        .and_then(Value::as_object)
+        .map_or(0, Map::len)
+}
+
 fn or_unknown(x: &str) -> String {
     if x.is_empty() {
         "<unknown>".into()
@@ -846,6 +878,18 @@ pub fn row(kind: Kind, v: &Value, now: Timestamp, include: IncludeObject) -> Val
         Kind::Lease => vec![
             json!(s(v, "/metadata/name")),
             json!(s(v, "/spec/holderIdentity")),
+            json!(since(now, v.pointer("/metadata/creationTimestamp"))),
+        ],
+        // DATA counts the keys: of data and binaryData for a ConfigMap, of data for a Secret.
+        Kind::ConfigMap => vec![
+            json!(s(v, "/metadata/name")),
+            json!(map_len(v, "/data") + map_len(v, "/binaryData")),
+            json!(since(now, v.pointer("/metadata/creationTimestamp"))),
+        ],
+        Kind::Secret => vec![
+            json!(s(v, "/metadata/name")),
+            json!(s(v, "/type")),
+            json!(map_len(v, "/data")),
             json!(since(now, v.pointer("/metadata/creationTimestamp"))),
         ],
     };

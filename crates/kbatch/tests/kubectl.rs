@@ -34,6 +34,27 @@ struct Out {
     stderr: String,
 }
 
+/// A running `kubectl ... -w`, stopped when dropped.
+struct Watching {
+    child: std::process::Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Watching {
+    fn next(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a line from kubectl -w")
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// kubectl with the server's kubeconfig and a discovery cache of its own.
 struct Kubectl<'a> {
     server: &'a Server,
@@ -60,6 +81,26 @@ impl<'a> Kubectl<'a> {
             .env("KUBECONFIG", self.kubeconfig())
             .stdin(Stdio::null());
         cmd
+    }
+
+    /// Starts a kubectl that keeps printing (`get -w`); its lines come from `Watching::next`.
+    fn watch(&self, args: &[&str]) -> Watching {
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kubectl");
+        let stdout = child.stdout.take().expect("kubectl stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watching { child, lines }
     }
 
     fn run_with(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &Path)]) -> Out {
@@ -545,37 +586,17 @@ async fn get_tables_and_outputs() {
     );
 
     // -w: the current rows, then one row per change.
-    let mut watch = k
-        .command(&["get", "jobs", "-w"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn kubectl get -w");
-    let stdout = watch.stdout.take().expect("watch stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next = |rx: &mpsc::Receiver<String>| {
-        rx.recv_timeout(Duration::from_secs(20))
-            .expect("a line from kubectl get -w")
-    };
+    let watch = k.watch(&["get", "jobs", "-w"]);
     assert_eq!(
-        cells(&next(&rx)),
+        cells(&watch.next()),
         ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
     );
-    assert_eq!(cells(&next(&rx))[0], "hello");
+    assert_eq!(cells(&watch.next())[0], "hello");
     k.ok_stdin(&["apply", "-f", "-"], &job_yaml("later", 1, ""));
-    let line = next(&rx);
+    let line = watch.next();
     let c = cells(&line);
     assert_eq!(c[0], "later", "{line}");
     assert!(cell_matches("*/1", &c[2]), "{line}");
-    let _ = watch.kill();
-    let _ = watch.wait();
 }
 
 /// describe job, pod and cronjob: the fields kubectl prints and the events of the object.
@@ -1140,10 +1161,13 @@ async fn api_resources_versions_and_version() {
         &out,
         &["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"],
         &[
+            &["configmaps", "cm", "v1", "true", "ConfigMap"],
             &["events", "ev", "v1", "true", "Event"],
             &["namespaces", "ns", "v1", "false", "Namespace"],
             &["nodes", "no", "v1", "false", "Node"],
             &["pods", "po", "v1", "true", "Pod"],
+            // No short name: a row with one cell fewer.
+            &["secrets", "v1", "true", "Secret"],
             &["cronjobs", "cj", "batch/v1", "true", "CronJob"],
             // No short name: a row with one cell fewer.
             &["jobs", "batch/v1", "true", "Job"],
@@ -1180,4 +1204,227 @@ async fn api_resources_versions_and_version() {
     assert!(minor.parse::<u32>().is_ok_and(|m| m >= 27), "{v}");
     assert_eq!(server_version["gitVersion"], format!("v1.{minor}.0"), "{v}");
     assert_eq!(server_version["platform"], "linux/amd64");
+}
+
+/// A ConfigMap manifest with `app: <name>` and the given data lines.
+fn configmap_yaml(name: &str, data: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\n{data}"
+    )
+}
+
+/// ConfigMaps and Secrets: kubectl's create commands (protobuf bodies), the server-side
+/// tables, apply twice (client-side apply's strategic merge patch), stringData merged into
+/// data and never stored, 422s with upstream's field paths and messages, selectors, watch and
+/// delete.
+#[tokio::test]
+async fn configmaps_and_secrets() {
+    let server = Server::start().await;
+    let k = Kubectl::new(&server);
+
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "configmap",
+            "c",
+            "--from-literal=a=1",
+            "--from-literal=b=2"
+        ]),
+        "configmap/c created\n"
+    );
+    assert_eq!(
+        k.ok(&["create", "secret", "generic", "s", "--from-literal=k=v"]),
+        "secret/s created\n"
+    );
+    assert_table(
+        &k.ok(&["get", "cm"]),
+        &["NAME", "DATA", "AGE"],
+        &[&["c", "2", "<age>"]],
+    );
+    assert_table(
+        &k.ok(&["get", "secrets"]),
+        &["NAME", "TYPE", "DATA", "AGE"],
+        &[&["s", "Opaque", "1", "<age>"]],
+    );
+    let yaml = k.ok(&["get", "cm", "c", "-o", "yaml"]);
+    let cm: Value = serde_saphyr::from_str(&yaml).expect("kubectl -o yaml parses");
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["data"], serde_json::json!({"a": "1", "b": "2"}));
+    let s = k.json(&["get", "secret", "s"]);
+    assert_eq!(s["type"], "Opaque");
+    assert_eq!(s["data"], serde_json::json!({"k": "dg=="}));
+
+    // apply: created, configured, unchanged; binaryData and a second label selector.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "cm.yaml",
+        &configmap_yaml("app-config", "data:\n  mode: fast\n"),
+    );
+    let fs = f.to_str().expect("utf-8 path");
+    assert_eq!(k.ok(&["apply", "-f", fs]), "configmap/app-config created\n");
+    write(
+        dir.path(),
+        "cm.yaml",
+        &configmap_yaml(
+            "app-config",
+            "data:\n  mode: slow\n  extra: \"1\"\nbinaryData:\n  blob: AP8=\n",
+        ),
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", fs]),
+        "configmap/app-config configured\n"
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", fs]),
+        "configmap/app-config unchanged\n"
+    );
+    let cm = k.json(&["get", "cm", "app-config"]);
+    assert_eq!(
+        cm["data"],
+        serde_json::json!({"mode": "slow", "extra": "1"})
+    );
+    assert_eq!(cm["binaryData"], serde_json::json!({"blob": "AP8="}));
+    assert_table(
+        &k.ok(&["get", "configmaps"]),
+        &["NAME", "DATA", "AGE"],
+        &[&["app-config", "3", "<age>"], &["c", "2", "<age>"]],
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "-l", "app=app-config", "-o", "name"]),
+        "configmap/app-config\n"
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "-l", "app!=app-config", "-o", "name"]),
+        "configmap/c\n"
+    );
+
+    // A Secret with stringData, applied twice: merged into data, never stored or returned.
+    let secret = |v: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ntype: kubernetes.io/basic-auth\ndata:\n  username: YWRtaW4=\nstringData:\n  password: {v}\n"
+        )
+    };
+    let f = write(dir.path(), "secret.yaml", &secret("first"));
+    let fs = f.to_str().expect("utf-8 path");
+    assert_eq!(k.ok(&["apply", "-f", fs]), "secret/creds created\n");
+    let s = k.json(&["get", "secret", "creds"]);
+    assert_eq!(
+        s["data"],
+        serde_json::json!({"username": "YWRtaW4=", "password": "Zmlyc3Q="})
+    );
+    assert!(s.get("stringData").is_none(), "{s}");
+    assert!(
+        !s["metadata"]["managedFields"]
+            .to_string()
+            .contains("stringData"),
+        "{s}"
+    );
+    write(dir.path(), "secret.yaml", &secret("second"));
+    assert_eq!(k.ok(&["apply", "-f", fs]), "secret/creds configured\n");
+    let s = k.json(&["get", "secret", "creds"]);
+    assert_eq!(
+        s["data"],
+        serde_json::json!({"username": "YWRtaW4=", "password": "c2Vjb25k"})
+    );
+    assert!(s.get("stringData").is_none(), "{s}");
+    assert_table(
+        &k.ok(&["get", "secret", "creds"]),
+        &["NAME", "TYPE", "DATA", "AGE"],
+        &[&["creds", "kubernetes.io/basic-auth", "2", "<age>"]],
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "secrets",
+            "--field-selector",
+            "type=Opaque",
+            "-o",
+            "name"
+        ]),
+        "secret/s\n"
+    );
+
+    // 422s as kubectl prints them.
+    let bad = configmap_yaml("bad", "data:\n  bad key: \"1\"\n");
+    let out = k.run_with(&["create", "-f", "-"], Some(&bad), &[]);
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.trim(),
+        "The ConfigMap \"bad\" is invalid: data[bad key]: Invalid value: \"bad key\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+    );
+    let tls = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: cert\ntype: kubernetes.io/tls\n";
+    let out = k.run_with(&["create", "-f", "-"], Some(tls), &[]);
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.trim(),
+        // kubectl lists the causes of a 422 with more than one.
+        "The Secret \"cert\" is invalid: \n* data[tls.crt]: Required value\n* data[tls.key]: Required value"
+    );
+    let imm = format!(
+        "{}immutable: true\n",
+        configmap_yaml("frozen", "data:\n  a: \"1\"\n")
+    );
+    assert_eq!(
+        k.ok_stdin(&["create", "-f", "-"], &imm),
+        "configmap/frozen created\n"
+    );
+    let err = k.fails(&["patch", "cm", "frozen", "-p", r#"{"data":{"a":"2"}}"#]);
+    assert_eq!(
+        err.trim(),
+        "The ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    // Metadata of an immutable ConfigMap may still change.
+    assert_eq!(
+        k.ok(&["label", "cm", "frozen", "tier=x"]),
+        "configmap/frozen labeled\n"
+    );
+    let err = k.fails(&[
+        "patch",
+        "secret",
+        "s",
+        "-p",
+        r#"{"type":"kubernetes.io/tls","data":{"tls.crt":"","tls.key":""}}"#,
+    ]);
+    assert_eq!(
+        err.trim(),
+        "The Secret \"s\" is invalid: type: Invalid value: \"kubernetes.io/tls\": field is immutable"
+    );
+
+    // watch: the current rows, then one per change.
+    let watch = k.watch(&["get", "secrets", "-w"]);
+    assert_eq!(cells(&watch.next()), ["NAME", "TYPE", "DATA", "AGE"]);
+    let mut first = vec![
+        cells(&watch.next())[0].clone(),
+        cells(&watch.next())[0].clone(),
+    ];
+    first.sort();
+    assert_eq!(first, ["creds", "s"]);
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "secret",
+            "generic",
+            "later",
+            "--from-literal=x=y",
+            "--from-literal=z=w"
+        ]),
+        "secret/later created\n"
+    );
+    let line = watch.next();
+    let c = cells(&line);
+    assert_eq!(&c[..3], ["later", "Opaque", "2"], "{line}");
+
+    // delete.
+    assert_eq!(k.ok(&["delete", "cm", "c"]), "configmap \"c\" deleted\n");
+    assert_eq!(k.ok(&["delete", "secret", "s"]), "secret \"s\" deleted\n");
+    let err = k.fails(&["get", "cm", "c"]);
+    assert_eq!(
+        err.trim(),
+        "Error from server (NotFound): configmaps \"c\" not found"
+    );
+    assert_eq!(
+        k.ok(&["get", "secrets", "-o", "name"]),
+        "secret/creds\nsecret/later\n"
+    );
 }

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Binding, Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Binding, ConfigMap, Event, Namespace, Node, Pod, Secret};
 use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Status};
 use schemars::generate::SchemaSettings;
@@ -22,6 +22,8 @@ fn main() {
     generator.subschema_for::<Event>();
     generator.subschema_for::<events::Event>();
     generator.subschema_for::<Lease>();
+    generator.subschema_for::<ConfigMap>();
+    generator.subschema_for::<Secret>();
     generator.subschema_for::<DeleteOptions>();
     generator.subschema_for::<Status>();
     let defs: Map<String, Value> = generator

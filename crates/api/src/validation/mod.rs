@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use crate::field::{ErrorList, FieldError, Path, Value};
 use crate::names;
 
+mod config;
 mod cronjob;
 mod indexes;
 mod job;
@@ -16,6 +17,9 @@ mod other;
 mod pod;
 pub mod render;
 
+pub use config::{
+    MAX_SECRET_SIZE, configmap_create, configmap_update, secret_create, secret_update,
+};
 pub use cronjob::{
     cronjob_create, cronjob_status_update, cronjob_update, cronjob_warnings, schedule_and_time_zone,
 };

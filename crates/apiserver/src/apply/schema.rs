@@ -48,7 +48,8 @@ impl Schema {
             "Namespace" => NAMESPACE.clone(),
             "Node" => NODE.clone(),
             "Event" => EVENT.clone(),
-            "Lease" => OBJECT.clone(),
+            // Their data maps have no `mapType`: each key is owned on its own.
+            "Lease" | "ConfigMap" | "Secret" => OBJECT.clone(),
             _ => Schema::default(),
         }
     }

@@ -24,6 +24,7 @@ mod schema_types;
 
 use std::borrow::Cow;
 
+use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use schema_types::{Card, Field, Msg, Ty};
@@ -300,7 +301,10 @@ fn read_field<'a>(
 }
 
 fn is_struct(ty: Ty) -> bool {
-    !matches!(ty, Ty::String | Ty::Int32 | Ty::Int64 | Ty::Bool)
+    !matches!(
+        ty,
+        Ty::String | Ty::Bytes | Ty::Int32 | Ty::Int64 | Ty::Bool
+    )
 }
 
 /// One value of a field (an element of a repeated field, a map value).
@@ -316,7 +320,7 @@ fn read_value(ty: Ty, wire: u8, r: &mut Reader<'_>, depth: usize) -> Result<Valu
 /// The value Go has for a map entry without a value.
 fn zero_value(ty: Ty, depth: usize) -> Result<Value, ProtobufError> {
     match ty {
-        Ty::String => Ok(json!("")),
+        Ty::String | Ty::Bytes => Ok(json!("")),
         Ty::Int32 | Ty::Int64 => Ok(json!(0)),
         Ty::Bool => Ok(json!(false)),
         _ => decode_struct(ty, &[], depth),
@@ -326,6 +330,9 @@ fn zero_value(ty: Ty, depth: usize) -> Result<Value, ProtobufError> {
 fn read_scalar(ty: Ty, wire: u8, r: &mut Reader<'_>) -> Result<Value, ErrorKind> {
     match ty {
         Ty::String => Ok(Value::String(string(r.len_delimited(wire)?))),
+        Ty::Bytes => Ok(Value::String(
+            base64::engine::general_purpose::STANDARD.encode(r.len_delimited(wire)?),
+        )),
         _ => {
             if wire != 0 {
                 return Err(ErrorKind::WrongWireType {
@@ -369,7 +376,7 @@ fn decode_struct(ty: Ty, data: &[u8], depth: usize) -> Result<Value, ProtobufErr
         Ty::Quantity => Ok(quantity(data)?),
         Ty::IntOrString => Ok(int_or_string(data)?),
         Ty::FieldsV1 => Ok(fields_v1(data)?),
-        Ty::String | Ty::Int32 | Ty::Int64 | Ty::Bool => {
+        Ty::String | Ty::Bytes | Ty::Int32 | Ty::Int64 | Ty::Bool => {
             let mut r = Reader::new(data);
             Ok(read_scalar(ty, 2, &mut r)?)
         }

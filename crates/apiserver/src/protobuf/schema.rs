@@ -19,6 +19,8 @@ pub static ROOTS: &[(&str, &str, &Msg)] = &[
     ("v1", "Binding", &CORE_V1_BINDING),
     ("events.k8s.io/v1", "Event", &EVENTS_V1_EVENT),
     ("coordination.k8s.io/v1", "Lease", &COORDINATION_V1_LEASE),
+    ("v1", "ConfigMap", &CORE_V1_CONFIGMAP),
+    ("v1", "Secret", &CORE_V1_SECRET),
     ("*", "DeleteOptions", &META_V1_DELETEOPTIONS),
 ];
 
@@ -301,6 +303,16 @@ pub static CORE_V1_CLUSTERTRUSTBUNDLEPROJECTION: Msg = Msg {
         Field { num: 3, json: "labelSelector", ty: Ty::Msg(&META_V1_LABELSELECTOR), card: Card::One, keep_zero: true, inline: false },
         Field { num: 5, json: "optional", ty: Ty::Bool, card: Card::One, keep_zero: true, inline: false },
         Field { num: 4, json: "path", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
+    ],
+};
+
+/// k8s.io/api/core/v1.ConfigMap
+pub static CORE_V1_CONFIGMAP: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "metadata", ty: Ty::Msg(&META_V1_OBJECTMETA), card: Card::One, keep_zero: false, inline: false },
+        Field { num: 4, json: "immutable", ty: Ty::Bool, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 2, json: "data", ty: Ty::String, card: Card::Map, keep_zero: false, inline: false },
+        Field { num: 3, json: "binaryData", ty: Ty::Bytes, card: Card::Map, keep_zero: false, inline: false },
     ],
 };
 
@@ -1431,6 +1443,17 @@ pub static CORE_V1_SECCOMPPROFILE: Msg = Msg {
     fields: &[
         Field { num: 1, json: "type", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
         Field { num: 2, json: "localhostProfile", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
+    ],
+};
+
+/// k8s.io/api/core/v1.Secret
+pub static CORE_V1_SECRET: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "metadata", ty: Ty::Msg(&META_V1_OBJECTMETA), card: Card::One, keep_zero: false, inline: false },
+        Field { num: 5, json: "immutable", ty: Ty::Bool, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 2, json: "data", ty: Ty::Bytes, card: Card::Map, keep_zero: false, inline: false },
+        Field { num: 4, json: "stringData", ty: Ty::String, card: Card::Map, keep_zero: false, inline: false },
+        Field { num: 3, json: "type", ty: Ty::String, card: Card::One, keep_zero: false, inline: false },
     ],
 };
 

@@ -36,6 +36,8 @@ pub enum Ty {
     Int32,
     Int64,
     Bool,
+    /// Go `[]byte`: length-delimited on the wire, base64 in JSON.
+    Bytes,
     /// metav1.Time {seconds, nanos}: RFC 3339 to the second, null when zero.
     Time,
     /// metav1.MicroTime: RFC 3339 with microseconds, null when zero.

@@ -286,6 +286,46 @@ fn lease_event_and_delete_options() {
     );
 }
 
+/// ConfigMap and Secret bodies as `kubectl create configmap|secret` writes them: maps of
+/// strings, maps of bytes (base64 in JSON, any byte allowed, an entry without a value is
+/// empty), the secret type, and no `immutable` unless set.
+#[test]
+fn configmap_and_secret_bodies() {
+    let cm = envelope(
+        "v1",
+        "ConfigMap",
+        &[
+            go_meta("c"),
+            entry(2, "a", s(2, "1")),
+            entry(3, "bin", b(2, &[0, 0xff, b'x'])),
+            entry(3, "empty", Vec::new()),
+        ],
+    );
+    assert_eq!(
+        decode_object(&cm).expect("configmap"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "c", "creationTimestamp": null},
+               "data": {"a": "1"}, "binaryData": {"bin": "AP94", "empty": ""}})
+    );
+    let secret = envelope(
+        "v1",
+        "Secret",
+        &[
+            go_meta("s"),
+            entry(2, "k", b(2, b"v")),
+            entry(4, "plain", s(2, "text")),
+            s(3, "Opaque"),
+            v(5, 1),
+        ],
+    );
+    assert_eq!(
+        decode_object(&secret).expect("secret"),
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "s", "creationTimestamp": null}, "immutable": true,
+               "data": {"k": "dg=="}, "stringData": {"plain": "text"}, "type": "Opaque"})
+    );
+}
+
 /// A struct field written twice is merged; packed repeated varints are accepted.
 #[test]
 fn merges_and_packed_fields() {

@@ -40,7 +40,7 @@ pub struct Schema(Option<Arc<BTreeMap<&'static str, Field>>>);
 
 impl Schema {
     /// The schema for one of the served kinds (`Job`, `CronJob`, `Pod`, `Namespace`, `Node`,
-    /// `Event`, `Lease`); any other kind gets the schema-less fallback.
+    /// `Event`, `Lease`, `ConfigMap`, `Secret`); any other kind gets the schema-less fallback.
     pub fn for_kind(kind: &str) -> Schema {
         match kind {
             "Job" => JOB.clone(),
@@ -48,7 +48,7 @@ impl Schema {
             "Pod" => POD.clone(),
             "Namespace" => NAMESPACE.clone(),
             "Node" => NODE.clone(),
-            "Event" | "Lease" => OBJECT_ONLY.clone(),
+            "Event" | "Lease" | "ConfigMap" | "Secret" => OBJECT_ONLY.clone(),
             _ => Schema::default(),
         }
     }
