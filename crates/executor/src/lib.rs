@@ -119,6 +119,7 @@ pub async fn run(
         cpus = machine.cpus,
         "executor registered its node"
     );
+    let allocatable = node::allocatable(&machine, &config);
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),
         machine,
@@ -126,7 +127,7 @@ pub async fn run(
         node,
         shutdown.clone(),
     ));
-    manager::run(client, config, journal, shutdown).await;
+    manager::run(client, config, journal, allocatable, shutdown).await;
     let _ = heartbeat.await;
     Ok(())
 }

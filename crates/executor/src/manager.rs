@@ -3,12 +3,13 @@
 //! closes when the object is gone). A finished pod is kept as its identity alone until it is
 //! deleted: its deletion is confirmed, and its files are removed once the object is gone.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
 use kbatch_api::k8s_openapi::api::core::v1::Pod;
+use kbatch_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
@@ -48,6 +49,7 @@ pub async fn run(
     client: kube::Client,
     config: ExecutorConfig,
     journal: Journal,
+    allocatable: BTreeMap<String, Quantity>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // Pods are decoded without managedFields, which nothing here reads.
@@ -60,6 +62,7 @@ pub async fn run(
             client,
             config,
             journal,
+            allocatable,
         }),
         index: PodIndex::default(),
         workers: HashMap::new(),

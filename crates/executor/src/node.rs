@@ -32,6 +32,18 @@ pub const KUBELET_VERSION: &str = concat!("v1.37.0-kbatch.", env!("CARGO_PKG_VER
 /// The address pods and the node report (every pod shares the host's network).
 pub const HOST_IP: &str = "127.0.0.1";
 
+/// The Node's capacity, all of it allocatable (nothing is reserved for the system).
+pub fn allocatable(machine: &Machine, config: &ExecutorConfig) -> BTreeMap<String, Quantity> {
+    let mut resources = BTreeMap::new();
+    resources.insert("cpu".to_string(), Quantity(machine.cpus.to_string()));
+    resources.insert(
+        "memory".to_string(),
+        Quantity(format!("{}Ki", machine.memory_kib)),
+    );
+    resources.insert("pods".to_string(), Quantity(config.max_pods.to_string()));
+    resources
+}
+
 /// The Node's status now; condition transition times are kept from `previous` when the
 /// condition's status did not change.
 pub fn node_status(
@@ -40,13 +52,7 @@ pub fn node_status(
     now: Timestamp,
     previous: Option<&NodeStatus>,
 ) -> NodeStatus {
-    let mut resources = BTreeMap::new();
-    resources.insert("cpu".to_string(), Quantity(machine.cpus.to_string()));
-    resources.insert(
-        "memory".to_string(),
-        Quantity(format!("{}Ki", machine.memory_kib)),
-    );
-    resources.insert("pods".to_string(), Quantity(config.max_pods.to_string()));
+    let resources = allocatable(machine, config);
     let now_time = Time(time::seconds(now));
     let condition = |type_: &str, status: &str, reason: &str, message: &str| {
         let transition = previous

@@ -9,6 +9,7 @@
 //! processes are killed and the pod is reported Failed with reason `ExecutorRestarted`, so that
 //! no controller counts it twice or waits for it forever.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,8 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use jiff::Timestamp;
-use kbatch_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
+use kbatch_api::k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodStatus};
+use kbatch_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kbatch_api::podlog;
 use kube::api::{Api, DeleteParams, Preconditions};
 use tokio::sync::{mpsc, watch};
@@ -46,6 +48,10 @@ const DEFAULT_GRACE_SECONDS: i64 = 30;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Wait before retrying a failed API call.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// A container whose env can't be built yet (a ConfigMap or Secret, or a key of one, is
+/// missing, or the API failed) is tried again after this: kubelet's pod worker re-syncs a pod
+/// whose sync failed after its `backOffPeriod` of 10 s.
+const CONFIG_ERROR_RETRY: Duration = Duration::from_secs(10);
 /// A start is reported this long after it happens, unless something ends first: a container
 /// that exits within it is reported once, terminated, as kubelet (whose PLEG relists each
 /// second) reports a short-lived container. That saves a status write per short pod.
@@ -58,6 +64,8 @@ pub struct Context {
     pub events: NodeEvents,
     /// What a restarted executor needs to find the processes this one started.
     pub journal: Journal,
+    /// The node's allocatable resources: a resourceFieldRef limit the container leaves unset.
+    pub allocatable: BTreeMap<String, Quantity>,
 }
 
 /// A pod whose terminal status is written. The node keeps only this of it until the object
@@ -251,13 +259,27 @@ struct Slot {
     /// It has run at least once: the init sequence goes on past a sidecar only then.
     ever_started: bool,
     record: ContainerRecord,
-    /// `None` when the container can't start (its record says why).
+    /// `None` when the container can't start (its record says why), or, for one whose env
+    /// reads objects, until they are read for the next start (which takes it).
     plan: Option<Plan>,
+    /// The env reads ConfigMaps or Secrets: they are read through the API before each start,
+    /// as kubelet builds the env at each start.
+    env_objects: bool,
+    /// Those objects are being read.
+    fetching: bool,
     runs: u32,
     backoff: CrashBackoff,
     active: Option<Active>,
     exited_at: Option<std::time::Instant>,
     restart_at: Option<Instant>,
+}
+
+/// What a slot waits for.
+enum Pending {
+    /// A run ended (slot, run, exit).
+    Exit(usize, u32, Option<Exit>),
+    /// The objects of a container's env were read.
+    Objects(usize, crate::env::Objects),
 }
 
 enum Sync {
@@ -288,7 +310,8 @@ struct Worker {
     deadline: Option<Instant>,
     stopping: Option<Stopping>,
     finish: Option<Finish>,
-    exits: FuturesUnordered<BoxFuture<'static, (usize, u32, Option<Exit>)>>,
+    /// Runs that have not ended and env objects being read, by slot.
+    exits: FuturesUnordered<BoxFuture<'static, Pending>>,
     /// The journal holds this pod (its processes are recorded as they start and exit).
     journaled: bool,
     status_retry_at: Option<Instant>,
@@ -424,7 +447,6 @@ impl Worker {
         } else {
             "PodInitializing"
         };
-        let default_workdir = self.config().pods_dir().join(&self.uid);
         let mut config_error = false;
         let all = inits
             .iter()
@@ -432,24 +454,28 @@ impl Worker {
             .chain(spec.containers.iter().map(|c| (false, c)));
         for (init, c) in all {
             let sidecar = init && c.restart_policy.as_deref() == Some("Always");
+            let process = self.config().runtime == RuntimeKind::Process;
+            let env_objects = process && crate::env::needs_objects(c);
             let plan = match self.config().runtime {
-                RuntimeKind::Process => crate::env::launch(&pod, c).map(|launch| {
-                    let workdir = c
-                        .working_dir
-                        .as_deref()
-                        .filter(|d| !d.is_empty())
-                        .map_or_else(|| default_workdir.clone(), PathBuf::from);
-                    Plan::Process { launch, workdir }
-                }),
-                RuntimeKind::Simulate if sidecar => Ok(crate::simulate::sidecar_plan()),
-                RuntimeKind::Simulate if init => Ok(crate::simulate::init_plan()),
-                RuntimeKind::Simulate => crate::simulate::plan(&pod),
+                // Its env is built once its objects are read; only a missing command is
+                // known now.
+                RuntimeKind::Process if env_objects => match crate::env::command_error(c) {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                },
+                RuntimeKind::Process => {
+                    crate::env::launch(&pod, c, &self.ctx.allocatable, &Default::default())
+                        .map(|launch| Some(self.process_plan(c, launch)))
+                }
+                RuntimeKind::Simulate if sidecar => Ok(Some(crate::simulate::sidecar_plan())),
+                RuntimeKind::Simulate if init => Ok(Some(crate::simulate::init_plan())),
+                RuntimeKind::Simulate => crate::simulate::plan(&pod).map(Some),
             };
             let mut record =
                 ContainerRecord::new(&c.name, c.image.as_deref().unwrap_or(""), waiting_reason);
             record.sidecar = sidecar;
             let plan = match plan {
-                Ok(p) => Some(p),
+                Ok(p) => p,
                 Err(e) => {
                     self.events().failed(&self.pod_ref(), &c.name, init, &e.0);
                     config_error = true;
@@ -466,6 +492,8 @@ impl Worker {
                 ever_started: false,
                 record,
                 plan,
+                env_objects,
+                fetching: false,
                 runs: 0,
                 backoff: CrashBackoff::default(),
                 active: None,
@@ -474,7 +502,8 @@ impl Worker {
             });
         }
         if config_error {
-            // The spec can't change, so no restart can help: the pod fails before it starts.
+            // A missing command: the spec can't change, so no restart can help, and the pod
+            // fails before it starts.
             self.finish = Some(Finish {
                 failed: true,
                 reason: None,
@@ -495,6 +524,76 @@ impl Worker {
             self.journaled = true;
         }
         self.on_pod_update();
+    }
+
+    fn process_plan(&self, c: &Container, launch: crate::env::Launch) -> Plan {
+        let workdir = c
+            .working_dir
+            .as_deref()
+            .filter(|d| !d.is_empty())
+            .map_or_else(|| self.config().pods_dir().join(&self.uid), PathBuf::from);
+        Plan::Process { launch, workdir }
+    }
+
+    /// The spec of slot `i`'s container.
+    fn container_spec(&self, i: usize) -> Option<&Container> {
+        let slot = self.slots.get(i)?;
+        let spec = self.latest.spec.as_ref()?;
+        let list = if slot.init {
+            spec.init_containers.as_deref().unwrap_or_default()
+        } else {
+            spec.containers.as_slice()
+        };
+        list.iter().find(|c| c.name == slot.record.name)
+    }
+
+    /// Read the objects slot `i`'s env refers to; `on_objects` goes on with the start.
+    fn fetch_objects(&mut self, i: usize) {
+        let Some(container) = self.container_spec(i).cloned() else {
+            return;
+        };
+        let (client, namespace) = (self.ctx.client.clone(), self.namespace.clone());
+        self.slots[i].fetching = true;
+        self.exits.push(Box::pin(async move {
+            let objects = crate::env::fetch(&client, &namespace, &container).await;
+            Pending::Objects(i, objects)
+        }));
+    }
+
+    /// The objects of slot `i`'s env are read: build its plan for the start that is due, or
+    /// leave it waiting with kubelet's `CreateContainerConfigError` and try again later
+    /// (the pod stays Pending meanwhile, as under kubelet).
+    fn on_objects(&mut self, i: usize, objects: crate::env::Objects) {
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        slot.fetching = false;
+        if self.stopping.is_some() || self.finish.is_some() {
+            return;
+        }
+        let pod = self.latest.clone();
+        let Some(container) = self.container_spec(i) else {
+            return;
+        };
+        let result = crate::env::launch(&pod, container, &self.ctx.allocatable, &objects)
+            .map(|launch| self.process_plan(container, launch));
+        let (events, pod_ref) = (self.ctx.events.clone(), self.pod_ref());
+        let slot = &mut self.slots[i];
+        match result {
+            Ok(plan) => slot.plan = Some(plan),
+            Err(e) => {
+                tracing::info!(pod = %self.name, container = %slot.record.name, error = %e.0, "container env can't be built yet");
+                events.failed(&pod_ref, &slot.record.name, slot.init, &e.0);
+                if let RunState::Terminated(t) = &slot.record.state {
+                    slot.record.last = Some(t.clone());
+                }
+                slot.record.state = RunState::Waiting {
+                    reason: REASON_CONFIG_ERROR.to_string(),
+                    message: Some(e.0),
+                };
+                slot.restart_at = Some(Instant::now() + CONFIG_ERROR_RETRY);
+            }
+        }
     }
 
     fn grace(&self) -> Duration {
@@ -660,7 +759,7 @@ impl Worker {
 
     fn due(&self, i: usize, now: Instant) -> bool {
         let s = &self.slots[i];
-        s.plan.is_some()
+        (s.plan.is_some() || s.env_objects)
             && match s.restart_at {
                 Some(t) => t <= now,
                 None => s.runs == 0,
@@ -672,9 +771,24 @@ impl Worker {
         let (ns, name, uid) = (self.namespace.clone(), self.name.clone(), self.uid.clone());
         let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
         let slot = &mut self.slots[i];
-        let Some(plan) = slot.plan.clone() else {
-            return;
+        let plan = if slot.env_objects {
+            // Built for this start from objects just read; the next start reads them again.
+            match slot.plan.take() {
+                Some(plan) => plan,
+                None => {
+                    if !slot.fetching {
+                        self.fetch_objects(i);
+                    }
+                    return;
+                }
+            }
+        } else {
+            match slot.plan.clone() {
+                Some(plan) => plan,
+                None => return,
+            }
         };
+        let slot = &mut self.slots[i];
         let run = slot.runs;
         let container = slot.record.name.clone();
         let log_file = podlog::log_file(&log_dir, &ns, &name, &uid, &container, run);
@@ -729,8 +843,9 @@ impl Worker {
                     self.report_at = Some(Instant::now() + START_REPORT_DELAY);
                 }
                 let exit = started.exit;
-                self.exits
-                    .push(Box::pin(async move { (i, run, exit.await.ok()) }));
+                self.exits.push(Box::pin(
+                    async move { Pending::Exit(i, run, exit.await.ok()) },
+                ));
                 tracing::debug!(namespace = %ns, pod = %name, container = %container, run, "container started");
             }
             Err(message) => {
@@ -840,7 +955,10 @@ impl Worker {
         let wake = self.next_wake();
         let has_exits = !self.exits.is_empty();
         tokio::select! {
-            Some((i, run, exit)) = self.exits.next(), if has_exits => self.on_exit(i, run, exit),
+            Some(pending) = self.exits.next(), if has_exits => match pending {
+                Pending::Exit(i, run, exit) => self.on_exit(i, run, exit),
+                Pending::Objects(i, objects) => self.on_objects(i, objects),
+            },
             changed = self.pods.changed(), if !self.pod_gone => match changed {
                 Ok(()) => {
                     self.latest = self.pods.borrow_and_update().clone();
@@ -1049,6 +1167,8 @@ impl Worker {
                 ever_started: false,
                 record,
                 plan: None,
+                env_objects: false,
+                fetching: false,
                 runs: 0,
                 backoff: CrashBackoff::default(),
                 active: None,

@@ -166,13 +166,7 @@ async fn crash_loop_backs_off_and_reports_it() {
     // First restart is immediate, the next waits 10 s: the container shows CrashLoopBackOff.
     let p = c
         .wait_pod("crash", 10, "CrashLoopBackOff", |p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .and_then(|cs| cs.first())
-                .and_then(|cs| cs.state.as_ref()?.waiting.as_ref()?.reason.clone())
-                .as_deref()
-                == Some("CrashLoopBackOff")
+            waiting_of(p, "main").and_then(|w| w.reason).as_deref() == Some("CrashLoopBackOff")
         })
         .await;
     let cs = status_of(&p, "main");
@@ -385,12 +379,7 @@ async fn a_container_without_command_fails_clearly() {
     }))
     .await;
     let p = c.wait_phase("nocmd", "Failed", 10).await;
-    let w = status_of(&p, "main")
-        .state
-        .clone()
-        .unwrap()
-        .waiting
-        .unwrap();
+    let w = waiting_of(&p, "main").expect("main is waiting");
     assert_eq!(w.reason.as_deref(), Some("CreateContainerConfigError"));
     let msg = w.message.unwrap_or_default();
     assert!(
@@ -447,12 +436,7 @@ async fn init_containers_run_first_in_order() {
     }))
     .await;
     let p = c.wait_phase("badinit", "Failed", 10).await;
-    let w = status_of(&p, "main")
-        .state
-        .clone()
-        .unwrap()
-        .waiting
-        .unwrap();
+    let w = waiting_of(&p, "main").expect("main is waiting");
     assert_eq!(w.reason.as_deref(), Some("PodInitializing"));
     assert_eq!(condition(&p, "Initialized").status, "False");
     c.shutdown().await;

@@ -147,12 +147,7 @@ async fn duration_and_exit_code_come_from_annotations() {
     ))
     .await;
     let p = c.wait_phase("typo", "Failed", 10).await;
-    let w = status_of(&p, "main")
-        .state
-        .clone()
-        .unwrap()
-        .waiting
-        .unwrap();
+    let w = waiting_of(&p, "main").expect("main is waiting");
     assert_eq!(w.reason.as_deref(), Some("CreateContainerConfigError"));
     assert!(w.message.unwrap_or_default().contains("simulate-duration"));
     c.shutdown().await;

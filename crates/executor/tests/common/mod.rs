@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateWaiting, ContainerStatus, Pod};
 use kbatch_api::k8s_openapi;
 use kbatch_apiserver::ServerState;
 use kbatch_executor::{ExecutorConfig, ExecutorError, RuntimeKind};
@@ -275,6 +275,20 @@ pub fn status_of<'a>(p: &'a Pod, container: &str) -> &'a ContainerStatus {
         .and_then(|s| s.container_statuses.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.name == container))
         .unwrap_or_else(|| panic!("no status for container {container}: {p:?}"))
+}
+
+/// The waiting state of `container`, if it is waiting.
+pub fn waiting_of(p: &Pod, container: &str) -> Option<ContainerStateWaiting> {
+    p.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == container)?
+        .state
+        .as_ref()?
+        .waiting
+        .clone()
 }
 
 pub fn init_status_of<'a>(p: &'a Pod, container: &str) -> &'a ContainerStatus {
