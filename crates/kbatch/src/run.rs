@@ -65,6 +65,8 @@ fn served(
         ("batch/v1", "CronJob") => Some(("batch", "v1", "cronjobs", true)),
         ("v1", "Pod") => Some(("", "v1", "pods", true)),
         ("v1", "Namespace") => Some(("", "v1", "namespaces", false)),
+        ("v1", "ConfigMap") => Some(("", "v1", "configmaps", true)),
+        ("v1", "Secret") => Some(("", "v1", "secrets", true)),
         _ => None,
     }
 }
@@ -115,7 +117,7 @@ pub fn parse_manifests(name: &str, text: &str) -> Result<Vec<Manifest>, InvalidI
         }
         if served(api_version, kind).is_none() {
             return Err(InvalidInput(format!(
-                "{source}: {kind} ({api_version}) is not something kbatch runs; use Job, CronJob, Pod or Namespace"
+                "{source}: {kind} ({api_version}) is not something kbatch runs; use Job, CronJob, Pod, Namespace, ConfigMap or Secret"
             )));
         }
         out.push(Manifest {
@@ -145,19 +147,29 @@ enum Watched {
     Pod { namespace: String, name: String },
 }
 
-/// Creates the manifests' objects, namespaces first. An API error is invalid input.
+/// When a kind is created: namespaces first, then what pods read (a pod started before its
+/// ConfigMap exists waits in CreateContainerConfigError until the executor's next try), then
+/// the workloads, each group in file order.
+fn apply_rank(m: &Manifest) -> u8 {
+    match m.object.get("kind").and_then(Value::as_str) {
+        Some("Namespace") => 0,
+        Some("ConfigMap" | "Secret") => 1,
+        _ => 2,
+    }
+}
+
+/// The manifests in the order they are created.
+fn apply_order(manifests: &[Manifest]) -> Vec<&Manifest> {
+    let mut ordered: Vec<&Manifest> = manifests.iter().collect();
+    // Stable: file order within a rank.
+    ordered.sort_by_key(|m| apply_rank(m));
+    ordered
+}
+
+/// Creates the manifests' objects (see `apply_order`). An API error is invalid input.
 async fn apply(client: &Client, manifests: &[Manifest]) -> Result<Vec<Watched>, InvalidInput> {
-    let mut ordered: Vec<&Manifest> = manifests
-        .iter()
-        .filter(|m| m.object.get("kind").and_then(Value::as_str) == Some("Namespace"))
-        .collect();
-    ordered.extend(
-        manifests
-            .iter()
-            .filter(|m| m.object.get("kind").and_then(Value::as_str) != Some("Namespace")),
-    );
     let mut watched = Vec::new();
-    for m in ordered {
+    for m in apply_order(manifests) {
         let api_version = m
             .object
             .get("apiVersion")
@@ -559,6 +571,21 @@ mod tests {
         assert_eq!(ms.len(), 2);
         assert_eq!(describe(&ms[0]), "job/a");
         assert_eq!(describe(&ms[1]), "namespace/ns1");
+    }
+
+    #[test]
+    fn namespaces_then_configuration_then_workloads() {
+        let text = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a}\n---\n\
+            apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n---\n\
+            apiVersion: v1\nkind: Namespace\nmetadata: {name: ns1}\n---\n\
+            apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\n\
+            apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+        let ms = parse_manifests("f.yaml", text).expect("valid");
+        let order: Vec<String> = apply_order(&ms).into_iter().map(describe).collect();
+        assert_eq!(
+            order,
+            ["namespace/ns1", "secret/s", "configmap/c", "job/a", "pod/p"]
+        );
     }
 
     #[test]

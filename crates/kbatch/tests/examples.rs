@@ -1,4 +1,4 @@
-//! The manifests in examples/ are valid: the API server accepts each one as it is.
+//! The manifests in examples/ are valid: the API server accepts each of their objects as it is.
 
 mod common;
 
@@ -19,6 +19,22 @@ fn examples() -> Vec<(String, String)> {
     out
 }
 
+/// The documents of a manifest file (split on `---` lines; the examples use no other
+/// YAML stream syntax).
+fn documents(text: &str) -> Vec<String> {
+    let mut docs = vec![String::new()];
+    for line in text.lines() {
+        if line.trim_end() == "---" {
+            docs.push(String::new());
+        } else if let Some(last) = docs.last_mut() {
+            last.push_str(line);
+            last.push('\n');
+        }
+    }
+    docs.retain(|d| d.lines().any(|l| l.starts_with("kind: ")));
+    docs
+}
+
 #[tokio::test]
 async fn every_example_is_accepted_by_the_api_server() {
     let server = Server::start().await;
@@ -26,30 +42,40 @@ async fn every_example_is_accepted_by_the_api_server() {
     let all = examples();
     assert!(all.len() >= 4, "examples missing: {all:?}");
     for (path, text) in all {
-        let kind = text
-            .lines()
-            .find_map(|l| l.strip_prefix("kind: "))
-            .expect("a kind line")
-            .trim()
-            .to_string();
-        let plural = match kind.as_str() {
-            "Job" => "jobs",
-            "CronJob" => "cronjobs",
-            other => panic!("{path}: unexpected kind {other}"),
-        };
-        let r = raw(
-            &client,
-            "POST",
-            &format!("/apis/batch/v1/namespaces/default/{plural}?fieldValidation=Strict"),
-            Some("application/yaml"),
-            text.into_bytes(),
-        )
-        .await;
-        assert_eq!(r.status, 201, "{path}: {}", r.body);
-        assert!(
-            !r.headers.contains_key("warning"),
-            "{path}: warnings {:?}",
-            r.headers.get("warning")
-        );
+        for doc in documents(&text) {
+            let kind = doc
+                .lines()
+                .find_map(|l| l.strip_prefix("kind: "))
+                .expect("a kind line")
+                .trim()
+                .to_string();
+            let collection = match kind.as_str() {
+                "Job" => "/apis/batch/v1/namespaces/default/jobs",
+                "CronJob" => "/apis/batch/v1/namespaces/default/cronjobs",
+                "ConfigMap" => "/api/v1/namespaces/default/configmaps",
+                "Secret" => "/api/v1/namespaces/default/secrets",
+                other => panic!("{path}: unexpected kind {other}"),
+            };
+            let r = raw(
+                &client,
+                "POST",
+                &format!("{collection}?fieldValidation=Strict"),
+                Some("application/yaml"),
+                doc.into_bytes(),
+            )
+            .await;
+            assert_eq!(r.status, 201, "{path} ({kind}): {}", r.body);
+            assert!(
+                !r.headers.contains_key("warning"),
+                "{path}: warnings {:?}",
+                r.headers.get("warning")
+            );
+        }
     }
+}
+
+#[test]
+fn documents_split_on_separator_lines() {
+    let docs = documents("# c\nkind: A\n---\n---\nkind: B\nx: 1\n");
+    assert_eq!(docs, ["# c\nkind: A\n", "kind: B\nx: 1\n"]);
 }

@@ -142,6 +142,32 @@ fn an_indexed_job_gives_each_pod_its_index() {
 }
 
 #[test]
+fn a_job_reads_its_configmap_and_secret() {
+    let out = run(&[&examples("config.yaml")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    // Created before the Job, so its pod never waits for them.
+    let created: Vec<&str> = stdout.lines().filter(|l| l.ends_with(" created")).collect();
+    assert_eq!(
+        created,
+        [
+            "configmap/greeting created",
+            "secret/credentials created",
+            "job/configured created"
+        ],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("hello, world from demo"),
+        "the env from the ConfigMap (prefixed) and the Secret is missing:\n{stdout}"
+    );
+}
+
+#[test]
 fn invalid_input_exits_2_with_the_field_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let manifest = dir.path().join("bad.yaml");
