@@ -293,3 +293,32 @@ def test_list_pagination(kbatch):
             break
     assert pages == 3
     assert sorted(names) == [f"page-{i}" for i in range(5)]
+
+
+def test_configmap_and_secret(kbatch):
+    c = kbatch.core()
+    cm = c.create_namespaced_config_map(
+        NS, {"metadata": {"name": "settings"}, "data": {"MODE": "fast"}, "binaryData": {"blob": "AAE="}}
+    )
+    assert (cm.data, cm.binary_data) == ({"MODE": "fast"}, {"blob": "AAE="})
+    patched = c.patch_namespaced_config_map("settings", NS, {"data": {"LEVEL": "debug"}})
+    assert patched.data == {"LEVEL": "debug", "MODE": "fast"}
+    assert [x.metadata.name for x in c.list_namespaced_config_map(NS).items] == ["settings"]
+
+    # stringData is merged into data (base64 on the wire) and never stored or returned.
+    s = c.create_namespaced_secret(
+        NS, {"metadata": {"name": "token"}, "data": {"a": "eA=="}, "stringData": {"a": "y", "b": "z"}}
+    )
+    assert (s.type, s.data, s.string_data) == ("Opaque", {"a": "eQ==", "b": "eg=="}, None)
+    raw = json.loads(c.read_namespaced_secret("token", NS, _preload_content=False).data)
+    assert "stringData" not in raw and raw["data"] == {"a": "eQ==", "b": "eg=="}
+
+    code, body = api_error(
+        c.create_namespaced_config_map, NS, {"metadata": {"name": "bad"}, "data": {"a*b": "v"}}
+    )
+    assert (code, body["reason"]) == (422, "Invalid")
+    assert [x["field"] for x in body["details"]["causes"]] == ["data[a*b]"]
+
+    c.delete_namespaced_secret("token", NS)
+    code, body = api_error(c.read_namespaced_secret, "token", NS)
+    assert code == 404 and body["message"] == 'secrets "token" not found'
