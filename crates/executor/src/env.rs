@@ -14,6 +14,7 @@ use kbatch_api::k8s_openapi::api::core::v1::{
     ConfigMap, Container, Pod, ResourceFieldSelector, Secret,
 };
 use kbatch_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kbatch_api::quantity::{self, Exact};
 use kube::api::Api;
 
 use crate::expand::expand;
@@ -347,10 +348,7 @@ pub fn launch(
 /// Secret values are bytes; a process environment here is text, so bytes that are not UTF-8
 /// are replaced (kubelet passes them through).
 fn bytes_to_string(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_string(),
-        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-    }
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 // ---- resourceFieldRef ---------------------------------------------------------------------
@@ -413,9 +411,13 @@ pub fn resource_field_ref(
             _ => own,
         }
     };
-    let divisor = match selector.divisor.as_ref().map(|d| parse_amount(&d.0)) {
-        None => Amount::ONE,
-        Some(Some(d)) if d.num == 0 => Amount::ONE,
+    let divisor = match selector
+        .divisor
+        .as_ref()
+        .map(|d| quantity::parse_exact(&d.0))
+    {
+        None => Exact::ONE,
+        Some(Some(d)) if d.is_zero() => Exact::ONE,
         Some(Some(d)) => d,
         Some(None) => return Err(bad_quantity(selector.divisor.as_ref())),
     };
@@ -442,8 +444,8 @@ pub fn resource_field_ref(
         },
     };
     let amount = match quantity {
-        None => Amount::ZERO,
-        Some(q) => parse_amount(&q.0).ok_or_else(|| bad_quantity(Some(q)))?,
+        None => Exact::ZERO,
+        Some(q) => quantity::parse_exact(&q.0).ok_or_else(|| bad_quantity(Some(q)))?,
     };
     // CPU in millicores, the rest in units; the quotient as a float rounded up, as upstream.
     let scale = if cpu { -3 } else { 0 };
@@ -464,112 +466,7 @@ fn bad_quantity(q: Option<&Quantity>) -> ConfigError {
 }
 
 fn is_zero(q: &Quantity) -> bool {
-    parse_amount(&q.0).is_some_and(|a| a.num == 0)
-}
-
-/// A quantity exactly: `num × 10^exp10 × 2^bin`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Amount {
-    num: i128,
-    exp10: i32,
-    bin: u32,
-}
-
-impl Amount {
-    const ZERO: Amount = Amount {
-        num: 0,
-        exp10: 0,
-        bin: 0,
-    };
-    const ONE: Amount = Amount {
-        num: 1,
-        exp10: 0,
-        bin: 0,
-    };
-
-    /// The value in units of 10^`scale`, rounded up (apimachinery's `ScaledValue`:
-    /// `MilliValue` is scale -3, `Value` scale 0), saturated to i64.
-    fn scaled_ceil(&self, scale: i32) -> i64 {
-        let mut n = self.num.saturating_mul(1i128 << self.bin.min(100));
-        let e = self.exp10 - scale;
-        if e >= 0 {
-            for _ in 0..e {
-                n = n.saturating_mul(10);
-            }
-        } else {
-            let d = u32::try_from(-e).ok().and_then(|p| 10i128.checked_pow(p));
-            n = match d {
-                Some(d) => {
-                    let q = n / d;
-                    if n % d > 0 { q + 1 } else { q }
-                }
-                // Smaller than any unit of the scale: up to one for a positive value.
-                None => i128::from(n > 0),
-            };
-        }
-        i64::try_from(n).unwrap_or(if n > 0 { i64::MAX } else { i64::MIN })
-    }
-}
-
-/// `<sign><digits>[.<digits>]<suffix>`, the suffix binary SI (`Ki`..`Ei`), decimal SI
-/// (`n u m k M G T P E`) or a decimal exponent (`e3`, `E-2`).
-fn parse_amount(s: &str) -> Option<Amount> {
-    let s = s.trim();
-    let (negative, rest) = match s.as_bytes().first()? {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    let (number, suffix) = rest.split_at(end);
-    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
-    if int.is_empty() && frac.is_empty() || frac.contains('.') {
-        return None;
-    }
-    let digits = format!("{int}{frac}");
-    let digits = digits.trim_start_matches('0');
-    // More digits than an i128 holds are not a quantity a pod carries.
-    if digits.len() > 36 {
-        return None;
-    }
-    let mut num: i128 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse().ok()?
-    };
-    if negative {
-        num = -num;
-    }
-    let frac_len = i32::try_from(frac.len()).ok()?;
-    let (exp10, bin) = match suffix {
-        "" => (0, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
-        "Pi" => (0, 50),
-        "Ei" => (0, 60),
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        _ => {
-            let exp = suffix.strip_prefix(['e', 'E'])?;
-            (exp.parse::<i32>().ok().filter(|e| e.abs() <= 1000)?, 0)
-        }
-    };
-    Some(Amount {
-        num,
-        exp10: exp10 - frac_len,
-        bin,
-    })
+    quantity::parse_exact(&q.0).is_some_and(|a| a.is_zero())
 }
 
 #[cfg(test)]
@@ -1252,29 +1149,5 @@ mod tests {
         ]);
         let l = launch(&p, &c, &node, &Objects::default()).unwrap();
         assert_eq!(get(&l, "MEM_MI"), Some("16384"));
-    }
-
-    #[test]
-    fn quantities_scale_and_round_up_exactly() {
-        let cases = [
-            ("1", -3, 1000),
-            ("0.5", -3, 500),
-            ("100m", 0, 1),
-            ("1n", -3, 1),
-            ("1e3", 0, 1000),
-            ("1E-2", -3, 10),
-            ("1.5Gi", 0, 1_610_612_736),
-            ("2k", 0, 2000),
-            ("0", 0, 0),
-            (".5", -3, 500),
-            ("12345678901234567890", 0, i64::MAX),
-        ];
-        for (q, scale, want) in cases {
-            let a = parse_amount(q).unwrap_or_else(|| panic!("{q}"));
-            assert_eq!(a.scaled_ceil(scale), want, "{q} at 10^{scale}");
-        }
-        for bad in ["", "abc", "1.2.3", "1x", "-", "1Kx"] {
-            assert!(parse_amount(bad).is_none(), "{bad}");
-        }
     }
 }
