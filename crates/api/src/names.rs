@@ -220,9 +220,10 @@ pub fn port_name(value: &str) -> Vec<String> {
     if value.len() > 15 {
         errs.push("must be no more than 15 characters".to_string());
     }
-    if !value
-        .bytes()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    if value.is_empty()
+        || !value
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
     {
         errs.push(
             "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string(),
@@ -238,6 +239,27 @@ pub fn port_name(value: &str) -> Vec<String> {
         errs.push("must not begin or end with a hyphen".to_string());
     }
     errs
+}
+
+const HTTP_HEADER_NAME_FMT: &str = "[-A-Za-z0-9]+";
+const HTTP_HEADER_NAME_ERR: &str =
+    "a valid HTTP header must consist of alphanumeric characters or '-'";
+
+/// `IsHTTPHeaderName`: the Go HTTP library's (strict) header field name syntax.
+pub fn http_header_name(value: &str) -> Vec<String> {
+    if !value.is_empty()
+        && value
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-')
+    {
+        Vec::new()
+    } else {
+        vec![regex_error(
+            HTTP_HEADER_NAME_ERR,
+            HTTP_HEADER_NAME_FMT,
+            &["X-Header-Name"],
+        )]
+    }
 }
 
 /// `IsValidPortNum`.
@@ -282,6 +304,27 @@ mod tests {
         assert_eq!(dns1123_subdomain("-a").len(), 1);
         assert!(name_is_dns_subdomain("abc-", true).is_empty());
         assert_eq!(name_is_dns_subdomain("abc-", false).len(), 1);
+    }
+
+    #[test]
+    fn port_names_and_header_names() {
+        assert!(port_name("http-alt").is_empty());
+        assert_eq!(
+            port_name(""),
+            vec![
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "must contain at least one letter (a-z)"
+            ]
+        );
+        assert_eq!(
+            port_name("8080"),
+            vec!["must contain at least one letter (a-z)"]
+        );
+        assert!(http_header_name("X-Forwarded-For").is_empty());
+        let msg = "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')";
+        assert_eq!(http_header_name("Host:"), vec![msg]);
+        assert_eq!(http_header_name("X_Forwarded_For"), vec![msg]);
+        assert_eq!(http_header_name(""), vec![msg]);
     }
 
     #[test]

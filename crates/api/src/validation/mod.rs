@@ -15,6 +15,7 @@ mod indexes;
 mod job;
 mod other;
 mod pod;
+mod probe;
 pub mod render;
 
 pub use config::{

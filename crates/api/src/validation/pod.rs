@@ -246,7 +246,9 @@ fn validate_init_containers(
         } else if !c.name.is_empty() {
             all.insert(c.name.as_str());
         }
-        if !restartable {
+        if restartable {
+            super::probe::container_probes(c, &p, errs);
+        } else {
             let msg = "may not be set for init containers without restartPolicy=Always";
             if c.lifecycle.is_some() {
                 errs.push(FieldError::forbidden(p.child("lifecycle"), msg));
@@ -280,6 +282,7 @@ fn validate_containers(
         if !all.insert(c.name.as_str()) {
             errs.push(FieldError::duplicate(p.child("name"), &c.name));
         }
+        super::probe::container_probes(c, &p, errs);
         if c.restart_policy.is_some() {
             errs.push(FieldError::forbidden(
                 p.child("restartPolicy"),
