@@ -67,7 +67,7 @@ pub(crate) fn atoi(s: &str) -> Result<i64, String> {
 }
 
 /// `strconv.Quote`: printable runes verbatim, everything else escaped as Go does.
-pub(crate) fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

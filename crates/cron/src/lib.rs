@@ -26,6 +26,9 @@
 mod golang;
 mod walk;
 
+/// Go's `%q` (`strconv.Quote`), for messages that must read as upstream's.
+pub use golang::quote as go_quote;
+
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 

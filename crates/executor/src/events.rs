@@ -99,11 +99,30 @@ impl NodeEvents {
     }
 
     pub fn killing(&self, pod: &PodRef, container: &str, init: bool) {
-        self.kubelet.normal(
-            pod.container(container, init),
-            "Killing",
+        self.killing_because(
+            pod,
+            container,
+            init,
             &format!("Stopping container {container}"),
         );
+    }
+
+    /// Killing with kubelet's reason for it (a failed liveness or startup probe).
+    pub fn killing_because(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+        self.kubelet
+            .normal(pod.container(container, init), "Killing", message);
+    }
+
+    /// A probe that failed or could not run (`Unhealthy`).
+    pub fn unhealthy(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+        self.kubelet
+            .warning(pod.container(container, init), "Unhealthy", message);
+    }
+
+    /// A probe that passed with a warning (an HTTP redirect it did not follow).
+    pub fn probe_warning(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+        self.kubelet
+            .warning(pod.container(container, init), "ProbeWarning", message);
     }
 
     pub fn back_off(&self, pod: &PodRef, container: &str, init: bool) {
@@ -158,6 +177,8 @@ mod tests {
         ev.killing(&pod, "main", false);
         ev.back_off(&pod, "main", false);
         ev.failed(&pod, "main", false, "no command");
+        ev.unhealthy(&pod, "main", false, "Readiness probe failed: nope");
+        ev.probe_warning(&pod, "main", false, "Liveness probe warning: moved");
         let got: Vec<(String, String, Option<String>, EventType)> =
             std::iter::from_fn(|| krx.try_recv().ok())
                 .map(|r| (r.reason, r.message, r.object.field_path, r.type_))
@@ -193,6 +214,18 @@ mod tests {
                 (
                     "Failed".into(),
                     "Error: no command".into(),
+                    main.clone(),
+                    EventType::Warning
+                ),
+                (
+                    "Unhealthy".into(),
+                    "Readiness probe failed: nope".into(),
+                    main.clone(),
+                    EventType::Warning
+                ),
+                (
+                    "ProbeWarning".into(),
+                    "Liveness probe warning: moved".into(),
                     main,
                     EventType::Warning
                 ),

@@ -15,6 +15,7 @@ mod logs;
 mod machine;
 mod manager;
 mod node;
+mod probe;
 mod process;
 mod runtime;
 mod simulate;

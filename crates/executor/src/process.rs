@@ -29,7 +29,7 @@ fn signal_group(pgid: i32, sig: Signal) {
 }
 
 /// kubelet/runc's wording for a command that cannot be executed.
-fn start_error(program: &str, e: &std::io::Error) -> String {
+pub(crate) fn start_error(program: &str, e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => {
             format!("exec: {program:?}: executable file not found in $PATH")

@@ -64,11 +64,17 @@ pub enum RunState {
 pub struct ContainerRecord {
     pub name: String,
     pub image: String,
+    /// An init container (regular or sidecar).
+    pub init: bool,
     /// A restartable init container (a sidecar).
     pub sidecar: bool,
     pub restart_count: i32,
     pub state: RunState,
     pub last: Option<Terminated>,
+    /// The startup probe passed (or there is none): kubelet's `started` while running.
+    pub probe_started: bool,
+    /// The readiness probe passed (or there is none): `ready` once started.
+    pub probe_ready: bool,
 }
 
 impl ContainerRecord {
@@ -76,6 +82,7 @@ impl ContainerRecord {
         ContainerRecord {
             name: name.to_string(),
             image: image.to_string(),
+            init: false,
             sidecar: false,
             restart_count: 0,
             state: RunState::Waiting {
@@ -83,11 +90,24 @@ impl ContainerRecord {
                 message: None,
             },
             last: None,
+            probe_started: true,
+            probe_ready: true,
         }
     }
 
     pub fn is_running(&self) -> bool {
         matches!(self.state, RunState::Running { .. })
+    }
+
+    /// kubelet's `started`: running, and past its startup probe.
+    pub fn is_started(&self) -> bool {
+        self.is_running() && self.probe_started
+    }
+
+    /// kubelet's `ready` for a regular container or a sidecar: started, and ready by its
+    /// readiness probe.
+    pub fn is_ready(&self) -> bool {
+        self.is_started() && self.probe_ready
     }
 
     pub fn exit_code(&self) -> Option<i32> {
@@ -233,7 +253,7 @@ fn terminated_state(t: &Terminated) -> ContainerStateTerminated {
 }
 
 pub fn container_status(c: &ContainerRecord) -> ContainerStatus {
-    let (state, container_id, running) = match &c.state {
+    let (state, container_id) = match &c.state {
         RunState::Waiting { reason, message } => (
             ContainerState {
                 waiting: Some(ContainerStateWaiting {
@@ -243,7 +263,6 @@ pub fn container_status(c: &ContainerRecord) -> ContainerStatus {
                 ..Default::default()
             },
             None,
-            false,
         ),
         RunState::Running {
             started_at,
@@ -256,7 +275,6 @@ pub fn container_status(c: &ContainerRecord) -> ContainerStatus {
                 ..Default::default()
             },
             Some(container_id.clone()),
-            true,
         ),
         RunState::Terminated(t) => (
             ContainerState {
@@ -264,7 +282,6 @@ pub fn container_status(c: &ContainerRecord) -> ContainerStatus {
                 ..Default::default()
             },
             t.container_id.clone(),
-            false,
         ),
     };
     ContainerStatus {
@@ -273,8 +290,14 @@ pub fn container_status(c: &ContainerRecord) -> ContainerStatus {
         // The image is not pulled, so it has no digest.
         image_id: String::new(),
         container_id,
-        ready: running,
-        started: Some(running),
+        // kubelet: a regular init container is ready once it completed; any other once it
+        // is started and passes its readiness probe.
+        ready: if c.init && !c.sidecar {
+            c.exit_code() == Some(0)
+        } else {
+            c.is_ready()
+        },
+        started: Some(c.is_started()),
         restart_count: c.restart_count,
         state: Some(state),
         last_state: Some(ContainerState {
@@ -320,7 +343,7 @@ fn kubelet_conditions(view: &PodView, phase: &str) -> Vec<PodCondition> {
         .init
         .iter()
         .filter(|c| match c.sidecar {
-            true => !c.is_running(),
+            true => !c.is_started(),
             false => c.exit_code() != Some(0),
         })
         .map(|c| c.name.as_str())
@@ -355,7 +378,7 @@ fn kubelet_conditions(view: &PodView, phase: &str) -> Vec<PodCondition> {
             .iter()
             .filter(|c| c.sidecar)
             .chain(view.main.iter())
-            .filter(|c| !c.is_running())
+            .filter(|c| !c.is_ready())
             .map(|c| c.name.as_str())
             .collect();
         if unready.is_empty() {

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use crate::backoff::{CrashBackoff, go_string};
 use crate::events::{NodeEvents, PodRef};
+use crate::probe::{self, Change, Prober, Verdict};
 use crate::runtime::{self, Exit, Plan, StopSignal};
 use crate::state::{self, Journal, ProcessRecord};
 use crate::status::{self, ContainerRecord, Finish, PodView, RunState, Terminated};
@@ -249,6 +250,8 @@ struct Active {
     stop: mpsc::UnboundedSender<StopSignal>,
     term_sent: bool,
     kill_sent: bool,
+    /// Killed by a failed probe: SIGKILL follows at this time.
+    kill_at: Option<Instant>,
 }
 
 struct Slot {
@@ -272,7 +275,31 @@ struct Slot {
     active: Option<Active>,
     exited_at: Option<std::time::Instant>,
     restart_at: Option<Instant>,
+    /// Its startup, liveness and readiness probes (process runtime only).
+    probes: Vec<Prober>,
+    /// The env and working directory of the current run, for exec probes.
+    probe_env: Option<ProbeEnv>,
+    /// The current run was killed by a failed probe: it restarts unless restartPolicy is
+    /// Never, whatever its exit code.
+    probe_killed: bool,
+    /// A sidecar passed its startup probe once: the init sequence goes on past it.
+    passed_startup: bool,
 }
+
+impl Slot {
+    /// The record's `started` and `ready` as the probes now say.
+    fn update_gates(&mut self) {
+        let (started, ready) = probe::gates(&self.probes);
+        self.record.probe_started = started;
+        self.record.probe_ready = ready;
+        if started && self.record.is_running() {
+            self.passed_startup = true;
+        }
+    }
+}
+
+/// The env and working directory exec probes of a run use.
+type ProbeEnv = (Arc<Vec<(String, String)>>, PathBuf);
 
 /// What a slot waits for.
 enum Pending {
@@ -280,6 +307,8 @@ enum Pending {
     Exit(usize, u32, Option<Exit>),
     /// The objects of a container's env were read.
     Objects(usize, crate::env::Objects),
+    /// A probe attempt ended (slot, probe, run, attempt).
+    Probe(usize, usize, u32, probe::run::Attempt),
 }
 
 enum Sync {
@@ -312,6 +341,8 @@ struct Worker {
     finish: Option<Finish>,
     /// Runs that have not ended and env objects being read, by slot.
     exits: FuturesUnordered<BoxFuture<'static, Pending>>,
+    /// Probe attempts out (kept apart: a pod does not wait for them to finish).
+    probing: FuturesUnordered<BoxFuture<'static, Pending>>,
     /// The journal holds this pod (its processes are recorded as they start and exit).
     journaled: bool,
     status_retry_at: Option<Instant>,
@@ -349,6 +380,7 @@ impl Worker {
             stopping: None,
             finish: None,
             exits: FuturesUnordered::new(),
+            probing: FuturesUnordered::new(),
             journaled: false,
             status_retry_at: None,
             report_at: None,
@@ -473,7 +505,15 @@ impl Worker {
             };
             let mut record =
                 ContainerRecord::new(&c.name, c.image.as_deref().unwrap_or(""), waiting_reason);
+            record.init = init;
             record.sidecar = sidecar;
+            // Probes run commands and connections on this host: not for simulated pods, nor
+            // for regular init containers (the API rejects probes on them).
+            let probes = if process && (!init || sidecar) {
+                Prober::for_container(c)
+            } else {
+                Vec::new()
+            };
             let plan = match plan {
                 Ok(p) => p,
                 Err(e) => {
@@ -486,7 +526,7 @@ impl Worker {
                     None
                 }
             };
-            self.slots.push(Slot {
+            let mut slot = Slot {
                 init,
                 sidecar,
                 ever_started: false,
@@ -499,7 +539,13 @@ impl Worker {
                 active: None,
                 exited_at: None,
                 restart_at: None,
-            });
+                probes,
+                probe_env: None,
+                probe_killed: false,
+                passed_startup: false,
+            };
+            slot.update_gates();
+            self.slots.push(slot);
         }
         if config_error {
             // A missing command: the spec can't change, so no restart can help, and the pod
@@ -690,6 +736,7 @@ impl Worker {
             self.stop(StopReason::Deadline, grace);
             return self.step(now);
         }
+        self.probe_step(now);
         // Sidecars that exited after they first ran restart when their back-off ends.
         for i in 0..self.slots.len() {
             let slot = &self.slots[i];
@@ -708,7 +755,7 @@ impl Worker {
                 {
                     self.start(i);
                 }
-                if self.slots[i].ever_started {
+                if self.slots[i].ever_started && self.slots[i].passed_startup {
                     continue;
                 }
                 return;
@@ -754,6 +801,142 @@ impl Worker {
                 reason: None,
                 message: None,
             });
+        }
+    }
+
+    /// SIGKILL for containers a failed probe stopped whose grace is over, then the probe
+    /// attempts that are due.
+    fn probe_step(&mut self, now: Instant) {
+        for slot in &mut self.slots {
+            if let Some(a) = &mut slot.active
+                && a.kill_at.is_some_and(|t| t <= now)
+                && !a.kill_sent
+            {
+                a.kill_sent = true;
+                let _ = a.stop.send(StopSignal::Kill);
+            }
+        }
+        for i in 0..self.slots.len() {
+            let slot = &self.slots[i];
+            let Some(run) = slot.active.as_ref().filter(|a| !a.term_sent).map(|a| a.run) else {
+                continue;
+            };
+            let started = slot.record.probe_started;
+            let due: Vec<usize> = (0..slot.probes.len())
+                .filter(|k| slot.probes[*k].due(now, started))
+                .collect();
+            for k in due {
+                self.launch_probe(i, k, run, now);
+            }
+        }
+    }
+
+    /// Start one attempt of probe `k` of slot `i` (run `run`).
+    fn launch_probe(&mut self, i: usize, k: usize, run: u32, now: Instant) {
+        let Some(container) = self.container_spec(i).cloned() else {
+            return;
+        };
+        let slot = &mut self.slots[i];
+        let (env, workdir) = slot
+            .probe_env
+            .clone()
+            .unwrap_or_else(|| (Arc::new(Vec::new()), PathBuf::from("/")));
+        let prober = &mut slot.probes[k];
+        prober.begin(run, now);
+        let timeout = prober.timing.timeout;
+        match probe::run::action(
+            &prober.spec,
+            &container,
+            crate::node::HOST_IP,
+            &env,
+            &workdir,
+        ) {
+            Ok(action) => self.probing.push(Box::pin(async move {
+                let attempt = probe::run::run(&action, timeout).await;
+                Pending::Probe(i, k, run, attempt)
+            })),
+            // Not runnable (a port that does not resolve): an errored attempt, as kubelet's
+            // three tries of it end.
+            Err(error) => {
+                let attempt = probe::run::Attempt {
+                    outcome: probe::run::Outcome::Unknown,
+                    output: String::new(),
+                    error: Some(error),
+                };
+                self.on_probe(i, k, run, attempt);
+            }
+        }
+    }
+
+    /// An attempt ended: report it as kubelet's prober does, count it, and act on a change.
+    fn on_probe(&mut self, i: usize, k: usize, run: u32, attempt: probe::run::Attempt) {
+        use probe::run::Outcome;
+        let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
+        let policy = self.restart_policy.clone();
+        let pod_grace = self.grace();
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        let current = slot.active.as_ref().map(|a| a.run) == Some(run);
+        let Some(prober) = slot.probes.get_mut(k) else {
+            return;
+        };
+        if prober.in_flight != Some(run) || !current || self.stopping.is_some() {
+            // An attempt for a run that is over (or a pod that is stopping): it means nothing.
+            if prober.in_flight == Some(run) {
+                prober.discard();
+            }
+            return;
+        }
+        let (name, init, kind) = (slot.record.name.clone(), slot.init, prober.kind.name());
+        if let Some(error) = attempt.error {
+            events.unhealthy(
+                &pod,
+                &name,
+                init,
+                &format!(
+                    "{kind} probe errored and resulted in {} state: {error}",
+                    attempt.outcome.as_str()
+                ),
+            );
+            prober.discard();
+            return;
+        }
+        let verdict = match attempt.outcome {
+            Outcome::Success => Verdict::Success,
+            Outcome::Warning => {
+                let message = format!("{kind} probe warning: {}", attempt.output);
+                events.probe_warning(&pod, &name, init, &message);
+                Verdict::Success
+            }
+            Outcome::Failure => {
+                let message = format!("{kind} probe failed: {}", attempt.output);
+                events.unhealthy(&pod, &name, init, &message);
+                Verdict::Failure
+            }
+            Outcome::Unknown => Verdict::Failure,
+        };
+        match prober.finish(verdict, &name) {
+            Change::None => {}
+            Change::Verdict(_) => slot.update_gates(),
+            Change::Kill(message) => {
+                let grace = prober.timing.termination_grace.unwrap_or(pod_grace);
+                slot.update_gates();
+                let restart = slot.sidecar || policy != "Never";
+                let message = if restart {
+                    format!("{message}, will be restarted")
+                } else {
+                    message
+                };
+                tracing::info!(pod = %self.name, container = %name, %message, "killing a container");
+                events.killing_because(&pod, &name, init, &message);
+                slot.probe_killed = true;
+                if let Some(a) = &mut slot.active {
+                    a.term_sent = true;
+                    let _ = a.stop.send(StopSignal::Term);
+                    a.kill_at = Some(Instant::now() + grace);
+                }
+            }
         }
     }
 
@@ -812,8 +995,18 @@ impl Worker {
             RunState::Waiting { .. } | RunState::Running { .. } => {}
         }
         slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
+        slot.probe_env = match &plan {
+            Plan::Process { launch, workdir } if !slot.probes.is_empty() => {
+                Some((Arc::new(launch.env.clone()), workdir.clone()))
+            }
+            _ => None,
+        };
         match runtime::start(&plan, log_file) {
             Ok(started) => {
+                let at = Instant::now();
+                for p in &mut slot.probes {
+                    p.container_started(at);
+                }
                 events.created(&pod, &container, slot.init);
                 events.started(&pod, &container, slot.init);
                 slot.ever_started = true;
@@ -821,12 +1014,14 @@ impl Worker {
                     started_at: now,
                     container_id,
                 };
+                slot.update_gates();
                 slot.active = Some(Active {
                     run,
                     pid: started.pid,
                     stop: started.stop,
                     term_sent: false,
                     kill_sent: false,
+                    kill_at: None,
                 });
                 if let Some(pid) = started.pid.filter(|_| self.journaled) {
                     let rec = ProcessRecord {
@@ -895,6 +1090,10 @@ impl Worker {
             container_id,
         ));
         slot.exited_at = Some(std::time::Instant::now());
+        for p in &mut slot.probes {
+            p.container_stopped();
+        }
+        slot.update_gates();
         if let Some(pid) = active.and_then(|a| a.pid).filter(|_| self.journaled)
             && let Err(e) = self.ctx.journal.exited(&self.uid, pid)
         {
@@ -913,8 +1112,13 @@ impl Worker {
         let (pod_name, ns, uid) = (self.name.clone(), self.namespace.clone(), self.uid.clone());
         let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
         let slot = &mut self.slots[i];
+        let probe_killed = std::mem::take(&mut slot.probe_killed);
         let restart = match (slot.init, policy.as_str()) {
             _ if slot.sidecar => true,
+            // kubelet restarts a container it killed for a failed probe unless the policy
+            // is Never, whatever the exit code.
+            (_, "Never") if probe_killed => false,
+            _ if probe_killed => true,
             (_, "Never") => false,
             (true, _) | (false, "OnFailure") => exit_code != 0,
             (false, _) => true,
@@ -954,11 +1158,10 @@ impl Worker {
     async fn wait_for_event(&mut self) {
         let wake = self.next_wake();
         let has_exits = !self.exits.is_empty();
+        let has_probes = !self.probing.is_empty();
         tokio::select! {
-            Some(pending) = self.exits.next(), if has_exits => match pending {
-                Pending::Exit(i, run, exit) => self.on_exit(i, run, exit),
-                Pending::Objects(i, objects) => self.on_objects(i, objects),
-            },
+            Some(pending) = self.exits.next(), if has_exits => self.on_pending(pending),
+            Some(pending) = self.probing.next(), if has_probes => self.on_pending(pending),
             changed = self.pods.changed(), if !self.pod_gone => match changed {
                 Ok(()) => {
                     self.latest = self.pods.borrow_and_update().clone();
@@ -978,6 +1181,14 @@ impl Worker {
         }
     }
 
+    fn on_pending(&mut self, pending: Pending) {
+        match pending {
+            Pending::Exit(i, run, exit) => self.on_exit(i, run, exit),
+            Pending::Objects(i, objects) => self.on_objects(i, objects),
+            Pending::Probe(i, k, run, attempt) => self.on_probe(i, k, run, attempt),
+        }
+    }
+
     fn next_wake(&self) -> Option<Instant> {
         let mut wake: Vec<Instant> = Vec::new();
         match &self.stopping {
@@ -994,7 +1205,18 @@ impl Worker {
                 wake.extend(self.slots.iter().filter_map(|s| s.restart_at));
                 if self.finish.is_none() {
                     wake.extend(self.deadline);
+                    for s in self.slots.iter().filter(|s| s.active.is_some()) {
+                        let started = s.record.probe_started;
+                        wake.extend(s.probes.iter().filter_map(|p| p.wake(started)));
+                    }
                 }
+                wake.extend(
+                    self.slots
+                        .iter()
+                        .filter_map(|s| s.active.as_ref())
+                        .filter(|a| !a.kill_sent)
+                        .filter_map(|a| a.kill_at),
+                );
             }
         }
         wake.extend(self.status_retry_at);
@@ -1160,6 +1382,7 @@ impl Worker {
                     container_id: Some(container_id.clone()),
                 });
             }
+            record.init = init;
             record.sidecar = sidecar;
             self.slots.push(Slot {
                 init,
@@ -1173,6 +1396,10 @@ impl Worker {
                 backoff: CrashBackoff::default(),
                 active: None,
                 exited_at: None,
+                probes: Vec::new(),
+                probe_env: None,
+                probe_killed: false,
+                passed_startup: false,
                 restart_at: None,
             });
         }
@@ -1254,7 +1481,10 @@ fn record_from_status(cs: &ContainerStatus) -> ContainerRecord {
     ContainerRecord {
         name: cs.name.clone(),
         image: cs.image.clone(),
+        init: false,
         sidecar: false,
+        probe_started: true,
+        probe_ready: true,
         restart_count: cs.restart_count,
         state: run_state,
         last: cs
