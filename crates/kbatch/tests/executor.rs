@@ -149,3 +149,44 @@ async fn simulate_executor_honours_max_pods() {
     assert_eq!(code, Some(4));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_jobs_ready_count_follows_its_pods_readiness_probe() {
+    use k8s_openapi::api::batch::v1::Job;
+    let mut server = Server::start_with(&["--executor", "process", "--controllers", "job"]).await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probed"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "busybox",
+            "command": ["sh", "-c", "sleep 2; touch ok; sleep 8"],
+            "readinessProbe": {"exec": {"command": ["test", "-f", "ok"]}, "periodSeconds": 1}
+        }]}}}
+    }))
+    .expect("job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create");
+    let status = |j: &Job| {
+        let s = j.status.clone().unwrap_or_default();
+        (s.active.unwrap_or(0), s.ready.unwrap_or(0))
+    };
+    // Running but not ready: its probe fails until the file exists.
+    eventually(Duration::from_secs(15), "one active pod", || async {
+        jobs.get("probed")
+            .await
+            .ok()
+            .filter(|j| status(j) == (1, 0))
+    })
+    .await;
+    eventually(Duration::from_secs(15), "the pod counted ready", || async {
+        jobs.get("probed")
+            .await
+            .ok()
+            .filter(|j| status(j) == (1, 1))
+    })
+    .await;
+    common::wait_job_complete(&jobs, "probed", Duration::from_secs(30)).await;
+    server.stop().await;
+}
