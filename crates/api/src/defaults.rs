@@ -4,7 +4,8 @@
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, Namespace, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Secret, Volume,
+    Container, HTTPGetAction, Namespace, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    Secret, Volume,
 };
 
 /// `SetDefaults_Job` plus the pod-template defaults.
@@ -164,7 +165,7 @@ fn volume(v: &mut Volume) {
     }
 }
 
-/// `SetDefaults_Container`, ports, probes and downward-API field selectors.
+/// `SetDefaults_Container`, ports, probes, lifecycle hooks and downward-API field selectors.
 pub fn container(c: &mut Container) {
     if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
         let policy = if image_tag_is_latest(c.image.as_deref().unwrap_or("")) {
@@ -203,6 +204,16 @@ pub fn container(c: &mut Container) {
     {
         probe_defaults(probe);
     }
+    if let Some(l) = c.lifecycle.as_mut() {
+        for h in [l.post_start.as_mut(), l.pre_stop.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(a) = h.http_get.as_mut() {
+                http_get_defaults(a);
+            }
+        }
+    }
     for ev in c.env.iter_mut().flatten() {
         if let Some(fr) = ev.value_from.as_mut().and_then(|f| f.field_ref.as_mut())
             && fr.api_version.as_deref().unwrap_or("").is_empty()
@@ -224,12 +235,17 @@ fn probe_defaults(p: &mut Probe) {
         }
     }
     if let Some(h) = p.http_get.as_mut() {
-        if h.path.as_deref().unwrap_or("").is_empty() {
-            h.path = Some("/".to_string());
-        }
-        if h.scheme.as_deref().unwrap_or("").is_empty() {
-            h.scheme = Some("HTTP".to_string());
-        }
+        http_get_defaults(h);
+    }
+}
+
+/// `SetDefaults_HTTPGetAction`, for probes and lifecycle hooks alike.
+fn http_get_defaults(h: &mut HTTPGetAction) {
+    if h.path.as_deref().unwrap_or("").is_empty() {
+        h.path = Some("/".to_string());
+    }
+    if h.scheme.as_deref().unwrap_or("").is_empty() {
+        h.scheme = Some("HTTP".to_string());
     }
 }
 

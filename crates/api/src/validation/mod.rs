@@ -13,6 +13,7 @@ mod config;
 mod cronjob;
 mod indexes;
 mod job;
+mod lifecycle;
 mod other;
 mod pod;
 mod probe;

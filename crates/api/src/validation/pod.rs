@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{
     ResourceRequirements, Toleration, Volume,
 };
 
+use super::lifecycle::PodContext;
 use super::{annotations, dns_label, dns_subdomain, labels, object_meta, object_meta_update};
 use crate::field::{ErrorList, FieldError, Path, Value};
 use crate::{names, quantity};
@@ -88,16 +89,21 @@ pub fn pod_spec(spec: &PodSpec, path: &Path) -> ErrorList {
         &mut errs,
     );
     let restart_policy = spec.restart_policy.as_deref().unwrap_or("");
+    let ctx = PodContext {
+        grace_period: spec.termination_grace_period_seconds,
+    };
     validate_init_containers(
         spec.init_containers.as_deref().unwrap_or(&[]),
         &spec.containers,
         &volumes,
+        ctx,
         &path.child("initContainers"),
         &mut errs,
     );
     validate_containers(
         &spec.containers,
         &volumes,
+        ctx,
         &path.child("containers"),
         &mut errs,
     );
@@ -222,6 +228,7 @@ fn validate_init_containers(
     inits: &[Container],
     regular: &[Container],
     volumes: &BTreeSet<String>,
+    ctx: PodContext,
     path: &Path,
     errs: &mut ErrorList,
 ) {
@@ -247,6 +254,9 @@ fn validate_init_containers(
             all.insert(c.name.as_str());
         }
         if restartable {
+            if let Some(l) = &c.lifecycle {
+                super::lifecycle::lifecycle(l, ctx, &p.child("lifecycle"), errs);
+            }
             super::probe::container_probes(c, &p, errs);
         } else {
             let msg = "may not be set for init containers without restartPolicy=Always";
@@ -269,6 +279,7 @@ fn validate_init_containers(
 fn validate_containers(
     containers: &[Container],
     volumes: &BTreeSet<String>,
+    ctx: PodContext,
     path: &Path,
     errs: &mut ErrorList,
 ) {
@@ -281,6 +292,9 @@ fn validate_containers(
         validate_container_common(c, volumes, &p, errs);
         if !all.insert(c.name.as_str()) {
             errs.push(FieldError::duplicate(p.child("name"), &c.name));
+        }
+        if let Some(l) = &c.lifecycle {
+            super::lifecycle::lifecycle(l, ctx, &p.child("lifecycle"), errs);
         }
         super::probe::container_probes(c, &p, errs);
         if c.restart_policy.is_some() {

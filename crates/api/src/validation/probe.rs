@@ -1,6 +1,6 @@
 //! Container probe validation, as core `validateLivenessProbe`, `validateReadinessProbe`,
-//! `validateStartupProbe`, `validateProbe` and the probe flavour of `validateHandler` with its
-//! per-action checks. Regular containers and sidecars (restartable init containers) get these
+//! `validateStartupProbe`, `validateProbe`, and the shared `validateHandler` with its
+//! per-action checks (also used for lifecycle hooks, see `lifecycle.rs`). Regular containers and sidecars (restartable init containers) get these
 //! rules; regular init containers may not carry probes at all (checked by the caller).
 //!
 //! Validation runs on defaulted objects (`defaults::probe_defaults`), so zero timeouts,
@@ -8,7 +8,7 @@
 //! been filled in when a request reaches these checks, as upstream.
 
 use k8s_openapi::api::core::v1::{
-    Container, ExecAction, GRPCAction, HTTPGetAction, Probe, TCPSocketAction,
+    Container, ExecAction, GRPCAction, HTTPGetAction, Probe, SleepAction, TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -80,12 +80,13 @@ fn probe(p: &Probe, path: &Path, errs: &mut ErrorList) {
     }
 }
 
-/// One probe action, borrowed from the probe.
-enum Handler<'a> {
+/// One handler action (of a probe or a lifecycle hook), borrowed from its owner.
+pub(super) enum Handler<'a> {
     Exec(&'a ExecAction),
     HttpGet(&'a HTTPGetAction),
     TcpSocket(&'a TCPSocketAction),
     Grpc(&'a GRPCAction),
+    Sleep(&'a SleepAction),
 }
 
 impl Handler<'_> {
@@ -95,40 +96,74 @@ impl Handler<'_> {
             Handler::HttpGet(_) => "httpGet",
             Handler::TcpSocket(_) => "tcpSocket",
             Handler::Grpc(_) => "grpc",
+            Handler::Sleep(_) => "sleep",
         }
     }
 
-    fn validate(&self, path: &Path, errs: &mut ErrorList) {
+    fn validate(&self, grace_period: Option<i64>, path: &Path, errs: &mut ErrorList) {
         match self {
             Handler::Exec(a) => exec_action(a, path, errs),
             Handler::HttpGet(a) => http_get_action(a, path, errs),
             Handler::TcpSocket(a) => tcp_socket_action(a, path, errs),
             Handler::Grpc(a) => grpc_action(a, path, errs),
+            Handler::Sleep(a) => sleep_action(a, grace_period, path, errs),
         }
     }
 }
 
-/// `validateHandler` for a probe: exactly one of exec, httpGet, tcpSocket, grpc (in that
-/// order). Every handler after the first is forbidden, and its contents go unchecked.
+/// `validateProbe`'s handler: a probe may carry exec, httpGet, tcpSocket or grpc.
 fn probe_handler(p: &Probe, path: &Path, errs: &mut ErrorList) {
-    let handlers = [
-        p.exec.as_ref().map(Handler::Exec),
-        p.http_get.as_ref().map(Handler::HttpGet),
-        p.tcp_socket.as_ref().map(Handler::TcpSocket),
-        p.grpc.as_ref().map(Handler::Grpc),
-    ];
+    handler(
+        &[
+            p.exec.as_ref().map(Handler::Exec),
+            p.http_get.as_ref().map(Handler::HttpGet),
+            p.tcp_socket.as_ref().map(Handler::TcpSocket),
+            p.grpc.as_ref().map(Handler::Grpc),
+        ],
+        None,
+        path,
+        errs,
+    );
+}
+
+/// `validateHandler`: exactly one action. `actions` lists the owner's possible actions in
+/// upstream's order (exec, httpGet, tcpSocket, grpc, sleep); every action after the first set
+/// one is forbidden and its contents go unchecked. `grace_period` is the pod's
+/// `terminationGracePeriodSeconds`, which bounds a sleep action.
+pub(super) fn handler(
+    actions: &[Option<Handler<'_>>],
+    grace_period: Option<i64>,
+    path: &Path,
+    errs: &mut ErrorList,
+) {
     let mut found = false;
-    for h in handlers.iter().flatten() {
+    for h in actions.iter().flatten() {
         let hp = path.child(h.field());
         if found {
             errs.push(FieldError::forbidden(hp, MORE_THAN_ONE_HANDLER));
         } else {
             found = true;
-            h.validate(&hp, errs);
+            h.validate(grace_period, &hp, errs);
         }
     }
     if !found {
         errs.push(FieldError::required(path, "must specify a handler type"));
+    }
+}
+
+/// `validateSleepAction` with `PodLifecycleSleepActionAllowZero` on (locked on upstream):
+/// zero is allowed; negative values and values above the pod's grace period are not. The
+/// error is reported at the `sleep` field itself. Without a grace period nothing is checked
+/// (upstream leaves that to the grace-period check).
+fn sleep_action(a: &SleepAction, grace_period: Option<i64>, path: &Path, errs: &mut ErrorList) {
+    if let Some(grace) = grace_period
+        && (a.seconds < 0 || a.seconds > grace)
+    {
+        errs.push(FieldError::invalid(
+            path,
+            a.seconds,
+            format!("must be non-negative and less than terminationGracePeriodSeconds ({grace})"),
+        ));
     }
 }
 
