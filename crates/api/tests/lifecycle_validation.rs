@@ -9,15 +9,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-type Triple = (String, String, String);
-
-const INV: &str = "FieldValueInvalid";
-const REQ: &str = "FieldValueRequired";
-const NSUP: &str = "FieldValueNotSupported";
-const FORB: &str = "FieldValueForbidden";
-
-const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
-const PORT_LETTER: &str = "must contain at least one letter (a-z)";
 const NO_HANDLER: &str = "Required value: must specify a handler type";
 const MORE_THAN_ONE: &str = "Forbidden: may not specify more than 1 handler type";
 
@@ -25,27 +16,8 @@ const C0: &str = "spec.containers[0]";
 const S0: &str = "spec.initContainers[0]";
 const HOOKS: [&str; 2] = ["postStart", "preStop"];
 
-/// `(field, reason, "<field>: <body>")`.
-fn e(field: &str, reason: &str, body: &str) -> Triple {
-    (
-        field.to_string(),
-        reason.to_string(),
-        format!("{field}: {body}"),
-    )
-}
-
-fn invalid(field: &str, value: &str, detail: &str) -> Triple {
-    e(field, INV, &format!("Invalid value: {value}: {detail}"))
-}
-
 fn sleep_detail(grace: i64) -> String {
     format!("must be non-negative and less than terminationGracePeriodSeconds ({grace})")
-}
-
-fn container(patch: Value) -> Value {
-    let mut c = json!({"name": "c", "image": "busybox"});
-    merge(&mut c, &patch);
-    c
 }
 
 /// Errors of a Pod whose only container has `lifecycle`, with `spec` merged into the spec.

@@ -11,37 +11,9 @@ use kbatch_api::k8s_openapi::api::core::v1::Pod;
 use kbatch_api::validation;
 use serde_json::{Value, json};
 
-type Triple = (String, String, String);
-
-const INV: &str = "FieldValueInvalid";
-const REQ: &str = "FieldValueRequired";
-const NSUP: &str = "FieldValueNotSupported";
-const FORB: &str = "FieldValueForbidden";
-
 const NEG: &str = "must be greater than or equal to 0";
-const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 const PORT_CHARSET: &str = "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)";
-const PORT_LETTER: &str = "must contain at least one letter (a-z)";
 const HEADER_RE: &str = "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')";
-
-/// `(field, reason, "<field>: <body>")`.
-fn e(field: &str, reason: &str, body: &str) -> Triple {
-    (
-        field.to_string(),
-        reason.to_string(),
-        format!("{field}: {body}"),
-    )
-}
-
-fn invalid(field: &str, value: &str, detail: &str) -> Triple {
-    e(field, INV, &format!("Invalid value: {value}: {detail}"))
-}
-
-fn container(patch: Value) -> Value {
-    let mut c = json!({"name": "c", "image": "busybox"});
-    merge(&mut c, &patch);
-    c
-}
 
 /// Errors of a Pod whose only container is changed by `patch`.
 fn pod_errors(patch: Value) -> Vec<Triple> {

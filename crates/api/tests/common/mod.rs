@@ -117,3 +117,34 @@ pub fn triples(errs: &[FieldError]) -> Vec<(String, String, String)> {
         .map(|e| (e.field.clone(), e.kind.reason().to_string(), e.to_string()))
         .collect()
 }
+
+/// An expected field error: (field path, reason, full message).
+pub type Triple = (String, String, String);
+
+pub const INV: &str = "FieldValueInvalid";
+pub const REQ: &str = "FieldValueRequired";
+pub const NSUP: &str = "FieldValueNotSupported";
+pub const FORB: &str = "FieldValueForbidden";
+
+pub const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
+pub const PORT_LETTER: &str = "must contain at least one letter (a-z)";
+
+/// `(field, reason, "<field>: <body>")`.
+pub fn e(field: &str, reason: &str, body: &str) -> Triple {
+    (
+        field.to_string(),
+        reason.to_string(),
+        format!("{field}: {body}"),
+    )
+}
+
+pub fn invalid(field: &str, value: &str, detail: &str) -> Triple {
+    e(field, INV, &format!("Invalid value: {value}: {detail}"))
+}
+
+/// A container named `c` with `patch` merged in.
+pub fn container(patch: Value) -> Value {
+    let mut c = json!({"name": "c", "image": "busybox"});
+    merge(&mut c, &patch);
+    c
+}
