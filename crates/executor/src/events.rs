@@ -113,6 +113,12 @@ impl NodeEvents {
             .normal(pod.container(container, init), "Killing", message);
     }
 
+    /// A preStop hook that failed (`FailedPreStopHook`).
+    pub fn failed_pre_stop_hook(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+        self.kubelet
+            .warning(pod.container(container, init), "FailedPreStopHook", message);
+    }
+
     /// A probe that failed or could not run (`Unhealthy`).
     pub fn unhealthy(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
         self.kubelet

@@ -11,6 +11,7 @@ mod binder;
 mod env;
 mod events;
 pub mod expand;
+mod hook;
 mod logs;
 mod machine;
 mod manager;

@@ -57,6 +57,9 @@ const CONFIG_ERROR_RETRY: Duration = Duration::from_secs(10);
 /// that exits within it is reported once, terminated, as kubelet (whose PLEG relists each
 /// second) reports a short-lived container. That saves a status write per short pod.
 const START_REPORT_DELAY: Duration = Duration::from_millis(100);
+/// kubelet's `minimumGracePeriodInSeconds`: the stop signal after a preStop hook gets at least
+/// this long before SIGKILL.
+const PRE_STOP_MIN_GRACE: Duration = Duration::from_secs(2);
 
 /// What every worker shares.
 pub struct Context {
@@ -250,8 +253,11 @@ struct Active {
     stop: mpsc::UnboundedSender<StopSignal>,
     term_sent: bool,
     kill_sent: bool,
-    /// Killed by a failed probe: SIGKILL follows at this time.
+    /// SIGKILL follows at this time (a failed probe's kill, or after a preStop hook) rather
+    /// than at the pod's stop deadline.
     kill_at: Option<Instant>,
+    /// The preStop hook of this run: started (true) before the stop signal, which waits for it.
+    pre_stop: Option<bool>,
 }
 
 struct Slot {
@@ -284,6 +290,8 @@ struct Slot {
     probe_killed: bool,
     /// A sidecar passed its startup probe once: the init sequence goes on past it.
     passed_startup: bool,
+    /// It has a preStop hook, run before its stop signal (process runtime only).
+    has_pre_stop: bool,
 }
 
 impl Slot {
@@ -301,6 +309,19 @@ impl Slot {
 /// The env and working directory exec probes of a run use.
 type ProbeEnv = (Arc<Vec<(String, String)>>, PathBuf);
 
+impl Active {
+    /// When SIGKILL is due while the pod stops by `stop_kill_at`: after a preStop hook, the
+    /// grace it left (2 s at least); after a failed probe's kill, that kill's time or the
+    /// pod's, whichever comes first.
+    fn kill_due(&self, stop_kill_at: Instant) -> Instant {
+        match (self.pre_stop, self.kill_at) {
+            (Some(_), Some(t)) => t,
+            (_, Some(t)) => t.min(stop_kill_at),
+            (_, None) => stop_kill_at,
+        }
+    }
+}
+
 /// What a slot waits for.
 enum Pending {
     /// A run ended (slot, run, exit).
@@ -309,6 +330,8 @@ enum Pending {
     Objects(usize, crate::env::Objects),
     /// A probe attempt ended (slot, probe, run, attempt).
     Probe(usize, usize, u32, probe::run::Attempt),
+    /// A preStop hook ended (slot, run, its error).
+    PreStop(usize, u32, Result<(), String>),
 }
 
 enum Sync {
@@ -514,6 +537,9 @@ impl Worker {
             } else {
                 Vec::new()
             };
+            let has_pre_stop = process
+                && (!init || sidecar)
+                && c.lifecycle.as_ref().is_some_and(|l| l.pre_stop.is_some());
             let plan = match plan {
                 Ok(p) => p,
                 Err(e) => {
@@ -543,6 +569,7 @@ impl Worker {
                 probe_env: None,
                 probe_killed: false,
                 passed_startup: false,
+                has_pre_stop,
             };
             slot.update_gates();
             self.slots.push(slot);
@@ -689,21 +716,40 @@ impl Worker {
             let (reason, kill_at) = (stop.reason, stop.kill_at);
             let kill_now = now >= kill_at || reason == StopReason::Vanished;
             let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
-            for slot in &mut self.slots {
+            // kubelet runs a preStop hook when it stops a container, not when the node goes.
+            let hooks = matches!(
+                reason,
+                StopReason::Deleted | StopReason::Deadline | StopReason::SidecarsDone
+            );
+            let mut pre_stops = Vec::new();
+            for (i, slot) in self.slots.iter_mut().enumerate() {
                 slot.restart_at = None;
                 if let Some(a) = &mut slot.active {
-                    if !a.term_sent {
+                    if !a.term_sent && a.pre_stop.is_none() && hooks && slot.has_pre_stop {
+                        a.pre_stop = Some(true);
+                        events.killing(&pod, &slot.record.name, slot.init);
+                        pre_stops.push((i, a.run));
+                    }
+                    // A hook holds the stop signal back, unless the node itself is going.
+                    if !a.term_sent && (a.pre_stop != Some(true) || !hooks) {
                         a.term_sent = true;
                         let _ = a.stop.send(StopSignal::Term);
-                        if reason != StopReason::Vanished {
+                        if a.pre_stop.is_some() {
+                            // kubelet's grace after a hook: what is left, 2 s at least.
+                            a.kill_at = Some(kill_at.max(now + PRE_STOP_MIN_GRACE));
+                        } else if reason != StopReason::Vanished {
                             events.killing(&pod, &slot.record.name, slot.init);
                         }
                     }
-                    if kill_now && !a.kill_sent {
+                    let kill_now = kill_now || now >= a.kill_due(kill_at);
+                    if kill_now && a.term_sent && !a.kill_sent {
                         a.kill_sent = true;
                         let _ = a.stop.send(StopSignal::Kill);
                     }
                 }
+            }
+            for (i, run) in pre_stops {
+                self.launch_pre_stop(i, run, kill_at.saturating_duration_since(now));
             }
             let idle = self.slots.iter().all(|s| s.active.is_none());
             if idle && self.finish.is_none() {
@@ -868,6 +914,44 @@ impl Worker {
         }
     }
 
+    /// Run slot `i`'s preStop hook for run `run`, for at most `limit`.
+    fn launch_pre_stop(&mut self, i: usize, run: u32, limit: Duration) {
+        let Some(container) = self.container_spec(i).cloned() else {
+            return self.on_pre_stop(i, run, Ok(()));
+        };
+        let (env, workdir) = self.slots[i]
+            .probe_env
+            .clone()
+            .unwrap_or_else(|| (Arc::new(Vec::new()), PathBuf::from("/")));
+        let pod = format!("{}_{}({})", self.name, self.namespace, self.uid);
+        match crate::hook::pre_stop(&container, crate::node::HOST_IP, &env, &workdir) {
+            Some(Ok(hook)) => {
+                let name = container.name.clone();
+                self.probing.push(Box::pin(async move {
+                    let result = crate::hook::run(hook, limit, &name, &pod).await;
+                    Pending::PreStop(i, run, result)
+                }));
+            }
+            Some(Err(e)) => self.on_pre_stop(i, run, Err(e)),
+            None => self.on_pre_stop(i, run, Ok(())),
+        }
+    }
+
+    /// The preStop hook ended: the stop signal may go (the next step sends it).
+    fn on_pre_stop(&mut self, i: usize, run: u32, result: Result<(), String>) {
+        let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        if let Some(a) = slot.active.as_mut().filter(|a| a.run == run) {
+            a.pre_stop = Some(false);
+        }
+        if let Err(message) = result {
+            tracing::info!(pod = %self.name, container = %slot.record.name, %message, "preStop hook failed");
+            events.failed_pre_stop_hook(&pod, &slot.record.name, slot.init, &message);
+        }
+    }
+
     /// An attempt ended: report it as kubelet's prober does, count it, and act on a change.
     fn on_probe(&mut self, i: usize, k: usize, run: u32, attempt: probe::run::Attempt) {
         use probe::run::Outcome;
@@ -996,7 +1080,7 @@ impl Worker {
         }
         slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
         slot.probe_env = match &plan {
-            Plan::Process { launch, workdir } if !slot.probes.is_empty() => {
+            Plan::Process { launch, workdir } if !slot.probes.is_empty() || slot.has_pre_stop => {
                 Some((Arc::new(launch.env.clone()), workdir.clone()))
             }
             _ => None,
@@ -1022,6 +1106,7 @@ impl Worker {
                     term_sent: false,
                     kill_sent: false,
                     kill_at: None,
+                    pre_stop: None,
                 });
                 if let Some(pid) = started.pid.filter(|_| self.journaled) {
                     let rec = ProcessRecord {
@@ -1186,6 +1271,7 @@ impl Worker {
             Pending::Exit(i, run, exit) => self.on_exit(i, run, exit),
             Pending::Objects(i, objects) => self.on_objects(i, objects),
             Pending::Probe(i, k, run, attempt) => self.on_probe(i, k, run, attempt),
+            Pending::PreStop(i, run, result) => self.on_pre_stop(i, run, result),
         }
     }
 
@@ -1193,12 +1279,10 @@ impl Worker {
         let mut wake: Vec<Instant> = Vec::new();
         match &self.stopping {
             Some(s) => {
-                if self
-                    .slots
-                    .iter()
-                    .any(|sl| sl.active.as_ref().is_some_and(|a| !a.kill_sent))
-                {
-                    wake.push(s.kill_at);
+                for a in self.slots.iter().filter_map(|sl| sl.active.as_ref()) {
+                    if !a.kill_sent && a.pre_stop != Some(true) {
+                        wake.push(a.kill_due(s.kill_at));
+                    }
                 }
             }
             None => {
@@ -1400,6 +1484,7 @@ impl Worker {
                 probe_env: None,
                 probe_killed: false,
                 passed_startup: false,
+                has_pre_stop: false,
                 restart_at: None,
             });
         }
