@@ -854,10 +854,17 @@ impl Worker {
     /// attempts that are due.
     fn probe_step(&mut self, now: Instant) {
         for slot in &mut self.slots {
-            if let Some(a) = &mut slot.active
-                && a.kill_at.is_some_and(|t| t <= now)
-                && !a.kill_sent
-            {
+            let Some(a) = &mut slot.active else {
+                continue;
+            };
+            // A failed probe's kill whose preStop hook is done: the stop signal goes now,
+            // SIGKILL when the grace is over but no sooner than 2 s later.
+            if a.pre_stop == Some(false) && !a.term_sent {
+                a.term_sent = true;
+                let _ = a.stop.send(StopSignal::Term);
+                a.kill_at = Some(a.kill_at.unwrap_or(now).max(now + PRE_STOP_MIN_GRACE));
+            }
+            if a.term_sent && a.kill_at.is_some_and(|t| t <= now) && !a.kill_sent {
                 a.kill_sent = true;
                 let _ = a.stop.send(StopSignal::Kill);
             }
@@ -1015,10 +1022,19 @@ impl Worker {
                 tracing::info!(pod = %self.name, container = %name, %message, "killing a container");
                 events.killing_because(&pod, &name, init, &message);
                 slot.probe_killed = true;
+                // kubelet's killContainer: the preStop hook first, then the stop signal.
+                let hook = slot.has_pre_stop;
                 if let Some(a) = &mut slot.active {
-                    a.term_sent = true;
-                    let _ = a.stop.send(StopSignal::Term);
                     a.kill_at = Some(Instant::now() + grace);
+                    if hook {
+                        a.pre_stop = Some(true);
+                    } else {
+                        a.term_sent = true;
+                        let _ = a.stop.send(StopSignal::Term);
+                    }
+                }
+                if hook {
+                    self.launch_pre_stop(i, run, grace);
                 }
             }
         }
@@ -1298,7 +1314,8 @@ impl Worker {
                     self.slots
                         .iter()
                         .filter_map(|s| s.active.as_ref())
-                        .filter(|a| !a.kill_sent)
+                        // Not while a preStop hook holds the stop signal back.
+                        .filter(|a| a.term_sent && !a.kill_sent)
                         .filter_map(|a| a.kill_at),
                 );
             }

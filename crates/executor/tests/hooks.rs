@@ -72,3 +72,32 @@ async fn pre_stop_runs_before_the_stop_signal_and_a_failed_one_is_reported() {
     assert!(message.ends_with("message: \"broken\\n\""), "{message}");
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_a_failed_liveness_probe_kills_runs_its_pre_stop_hook_first() {
+    let c = Cluster::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sick"},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 10, "containers": [{
+            "name": "main", "image": "busybox", "workingDir": dir.path().to_string_lossy(),
+            "command": ["sh", "-c", "trap 'echo term >> log; exit 1' TERM; while true; do sleep 0.1; done"],
+            "livenessProbe": {"exec": {"command": ["false"]}, "initialDelaySeconds": 1,
+                              "periodSeconds": 1, "failureThreshold": 1},
+            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo hook >> log"]}}}
+        }]}
+    }))
+    .await;
+    let p = c.wait_phase("sick", "Failed", 20).await;
+    let t = status_of(&p, "main")
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.clone())
+        .expect("terminated");
+    assert_eq!(t.exit_code, 1, "the trap ended it");
+    let log = std::fs::read_to_string(dir.path().join("log")).expect("the log");
+    assert_eq!(log, "hook\nterm\n");
+    c.delete("sick").await;
+    c.wait_gone("sick", 15).await;
+    c.shutdown().await;
+}
