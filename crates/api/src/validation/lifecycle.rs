@@ -9,25 +9,28 @@
 //! Validation runs on defaulted objects: an empty `httpGet.path` or `httpGet.scheme` of a hook
 //! has already been filled in (`defaults::container`), as upstream.
 
-use k8s_openapi::api::core::v1::{Lifecycle, LifecycleHandler};
+use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 
 use super::probe::{Handler, handler};
 use crate::field::{ErrorList, Path};
 
-/// What a lifecycle check needs from the pod spec.
-#[derive(Clone, Copy)]
-pub(crate) struct PodContext {
-    /// `spec.terminationGracePeriodSeconds`, the upper bound of a sleep action.
-    pub grace_period: Option<i64>,
-}
-
-/// `validateLifecycle`: postStart, then preStop.
-pub(crate) fn lifecycle(l: &Lifecycle, ctx: PodContext, path: &Path, errs: &mut ErrorList) {
+/// `validateLifecycle` of a container at `path`: postStart, then preStop. `grace_period` is the
+/// pod's `terminationGracePeriodSeconds`, the upper bound of a sleep action.
+pub(crate) fn container_lifecycle(
+    c: &Container,
+    grace_period: Option<i64>,
+    path: &Path,
+    errs: &mut ErrorList,
+) {
+    let Some(l) = &c.lifecycle else {
+        return;
+    };
+    let path = path.child("lifecycle");
     if let Some(h) = &l.post_start {
-        lifecycle_handler(h, ctx.grace_period, &path.child("postStart"), errs);
+        lifecycle_handler(h, grace_period, &path.child("postStart"), errs);
     }
     if let Some(h) = &l.pre_stop {
-        lifecycle_handler(h, ctx.grace_period, &path.child("preStop"), errs);
+        lifecycle_handler(h, grace_period, &path.child("preStop"), errs);
     }
 }
 

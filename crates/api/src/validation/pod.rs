@@ -8,7 +8,6 @@ use k8s_openapi::api::core::v1::{
     ResourceRequirements, Toleration, Volume,
 };
 
-use super::lifecycle::PodContext;
 use super::{annotations, dns_label, dns_subdomain, labels, object_meta, object_meta_update};
 use crate::field::{ErrorList, FieldError, Path, Value};
 use crate::{names, quantity};
@@ -89,21 +88,19 @@ pub fn pod_spec(spec: &PodSpec, path: &Path) -> ErrorList {
         &mut errs,
     );
     let restart_policy = spec.restart_policy.as_deref().unwrap_or("");
-    let ctx = PodContext {
-        grace_period: spec.termination_grace_period_seconds,
-    };
+    let grace_period = spec.termination_grace_period_seconds;
     validate_init_containers(
         spec.init_containers.as_deref().unwrap_or(&[]),
         &spec.containers,
         &volumes,
-        ctx,
+        grace_period,
         &path.child("initContainers"),
         &mut errs,
     );
     validate_containers(
         &spec.containers,
         &volumes,
-        ctx,
+        grace_period,
         &path.child("containers"),
         &mut errs,
     );
@@ -228,7 +225,7 @@ fn validate_init_containers(
     inits: &[Container],
     regular: &[Container],
     volumes: &BTreeSet<String>,
-    ctx: PodContext,
+    grace_period: Option<i64>,
     path: &Path,
     errs: &mut ErrorList,
 ) {
@@ -254,9 +251,7 @@ fn validate_init_containers(
             all.insert(c.name.as_str());
         }
         if restartable {
-            if let Some(l) = &c.lifecycle {
-                super::lifecycle::lifecycle(l, ctx, &p.child("lifecycle"), errs);
-            }
+            super::lifecycle::container_lifecycle(c, grace_period, &p, errs);
             super::probe::container_probes(c, &p, errs);
         } else {
             let msg = "may not be set for init containers without restartPolicy=Always";
@@ -279,7 +274,7 @@ fn validate_init_containers(
 fn validate_containers(
     containers: &[Container],
     volumes: &BTreeSet<String>,
-    ctx: PodContext,
+    grace_period: Option<i64>,
     path: &Path,
     errs: &mut ErrorList,
 ) {
@@ -293,9 +288,7 @@ fn validate_containers(
         if !all.insert(c.name.as_str()) {
             errs.push(FieldError::duplicate(p.child("name"), &c.name));
         }
-        if let Some(l) = &c.lifecycle {
-            super::lifecycle::lifecycle(l, ctx, &p.child("lifecycle"), errs);
-        }
+        super::lifecycle::container_lifecycle(c, grace_period, &p, errs);
         super::probe::container_probes(c, &p, errs);
         if c.restart_policy.is_some() {
             errs.push(FieldError::forbidden(
