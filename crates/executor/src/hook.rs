@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use kbatch_api::k8s_openapi::api::core::v1::{Container, LifecycleHandler, Probe};
 
+use crate::probe::http;
 use crate::probe::run::{self, Action, Outcome};
 
 /// What a hook does, resolved from the container's spec.
@@ -64,28 +65,31 @@ pub async fn run(hook: Hook, limit: Duration, container: &str, pod: &str) -> Res
             tokio::time::sleep(d.min(limit)).await;
             Ok(())
         }
+        // A hook's GET is done with any response; only the request itself can fail.
+        Hook::Run(Action::Http {
+            https,
+            host,
+            port,
+            path,
+            headers,
+        }) => match http::get(https, &host, port, &path, &headers, limit).await {
+            Ok(_) => Ok(()),
+            Err(failed) => Err(format!(
+                "HTTP lifecycle hook ({path}) for Container {container:?} in Pod {pod:?} failed - error: {}",
+                failed.error.unwrap_or(failed.output)
+            )),
+        },
         Hook::Run(action) => {
             let attempt = run::run_once(&action, limit).await;
-            match (&action, attempt.outcome) {
-                (_, Outcome::Success | Outcome::Warning) => Ok(()),
-                // A hook's GET succeeds with any response; only the request itself can fail.
-                (Action::Http { .. }, Outcome::Failure)
-                    if attempt
-                        .output
-                        .starts_with("HTTP probe failed with statuscode") =>
-                {
-                    Ok(())
+            match (attempt.outcome, &action) {
+                (Outcome::Success, _) => Ok(()),
+                (_, Action::Exec { argv, .. }) => {
+                    let command = argv.join(" ");
+                    Err(format!(
+                        "Exec lifecycle hook ([{command}]) for Container {container:?} in Pod {pod:?} failed - error: command '{command}' failed, message: {:?}",
+                        attempt.output
+                    ))
                 }
-                (Action::Exec { argv, .. }, _) => Err(format!(
-                    "Exec lifecycle hook ([{}]) for Container {container:?} in Pod {pod:?} failed - error: command '{}' failed, message: {:?}",
-                    argv.join(" "),
-                    argv.join(" "),
-                    attempt.output
-                )),
-                (Action::Http { path, .. }, _) => Err(format!(
-                    "HTTP lifecycle hook ({path}) for Container {container:?} in Pod {pod:?} failed - error: {}",
-                    attempt.error.unwrap_or(attempt.output)
-                )),
                 (_, _) => Err(attempt.error.unwrap_or(attempt.output)),
             }
         }

@@ -283,8 +283,8 @@ struct Slot {
     restart_at: Option<Instant>,
     /// Its startup, liveness and readiness probes (process runtime only).
     probes: Vec<Prober>,
-    /// The env and working directory of the current run, for exec probes.
-    probe_env: Option<ProbeEnv>,
+    /// The env and working directory of the current run, for exec probes and hooks.
+    run_env: Option<RunEnv>,
     /// The current run was killed by a failed probe: it restarts unless restartPolicy is
     /// Never, whatever its exit code.
     probe_killed: bool,
@@ -295,21 +295,44 @@ struct Slot {
 }
 
 impl Slot {
-    /// The record's `started` and `ready` as the probes now say.
-    fn update_gates(&mut self) {
-        let (started, ready) = probe::gates(&self.probes);
-        self.record.probe_started = started;
-        self.record.probe_ready = ready;
-        if started && self.record.is_running() {
-            self.passed_startup = true;
-        }
+    /// Past its startup probe (or it has none).
+    fn started_by_probes(&self) -> bool {
+        probe::gates(&self.probes).0
+    }
+
+    /// The env and working directory of the current run (none before a process run).
+    fn run_env(&self) -> RunEnv {
+        self.run_env
+            .clone()
+            .unwrap_or_else(|| (Arc::new(Vec::new()), PathBuf::from("/")))
     }
 }
 
-/// The env and working directory exec probes of a run use.
-type ProbeEnv = (Arc<Vec<(String, String)>>, PathBuf);
+/// The env and working directory exec probes and hooks of a run use.
+type RunEnv = (Arc<Vec<(String, String)>>, PathBuf);
 
 impl Active {
+    /// SIGTERM to the run's process group.
+    fn term(&mut self) {
+        self.term_sent = true;
+        let _ = self.stop.send(StopSignal::Term);
+    }
+
+    /// SIGTERM once a preStop hook is done: SIGKILL follows at `deadline`, but no sooner than
+    /// kubelet's minimum grace after the signal.
+    fn term_after_hook(&mut self, deadline: Instant, now: Instant) {
+        self.term();
+        self.kill_at = Some(deadline.max(now + PRE_STOP_MIN_GRACE));
+    }
+
+    /// SIGKILL, once (after SIGTERM).
+    fn kill_once(&mut self) {
+        if self.term_sent && !self.kill_sent {
+            self.kill_sent = true;
+            let _ = self.stop.send(StopSignal::Kill);
+        }
+    }
+
     /// When SIGKILL is due while the pod stops by `stop_kill_at`: after a preStop hook, the
     /// grace it left (2 s at least); after a failed probe's kill, that kill's time or the
     /// pod's, whichever comes first.
@@ -364,8 +387,9 @@ struct Worker {
     finish: Option<Finish>,
     /// Runs that have not ended and env objects being read, by slot.
     exits: FuturesUnordered<BoxFuture<'static, Pending>>,
-    /// Probe attempts out (kept apart: a pod does not wait for them to finish).
-    probing: FuturesUnordered<BoxFuture<'static, Pending>>,
+    /// Probe attempts and preStop hooks out (kept apart from `exits`: a pod's end does not
+    /// wait for them).
+    side: FuturesUnordered<BoxFuture<'static, Pending>>,
     /// The journal holds this pod (its processes are recorded as they start and exit).
     journaled: bool,
     status_retry_at: Option<Instant>,
@@ -403,7 +427,7 @@ impl Worker {
             stopping: None,
             finish: None,
             exits: FuturesUnordered::new(),
-            probing: FuturesUnordered::new(),
+            side: FuturesUnordered::new(),
             journaled: false,
             status_retry_at: None,
             report_at: None,
@@ -530,16 +554,15 @@ impl Worker {
                 ContainerRecord::new(&c.name, c.image.as_deref().unwrap_or(""), waiting_reason);
             record.init = init;
             record.sidecar = sidecar;
-            // Probes run commands and connections on this host: not for simulated pods, nor
-            // for regular init containers (the API rejects probes on them).
-            let probes = if process && (!init || sidecar) {
+            // Probes and hooks run commands and connections on this host: not for simulated
+            // pods, nor for regular init containers (the API rejects both on them).
+            let hooked = process && (!init || sidecar);
+            let probes = if hooked {
                 Prober::for_container(c)
             } else {
                 Vec::new()
             };
-            let has_pre_stop = process
-                && (!init || sidecar)
-                && c.lifecycle.as_ref().is_some_and(|l| l.pre_stop.is_some());
+            let has_pre_stop = hooked && c.lifecycle.as_ref().is_some_and(|l| l.pre_stop.is_some());
             let plan = match plan {
                 Ok(p) => p,
                 Err(e) => {
@@ -552,7 +575,7 @@ impl Worker {
                     None
                 }
             };
-            let mut slot = Slot {
+            let slot = Slot {
                 init,
                 sidecar,
                 ever_started: false,
@@ -566,12 +589,11 @@ impl Worker {
                 exited_at: None,
                 restart_at: None,
                 probes,
-                probe_env: None,
+                run_env: None,
                 probe_killed: false,
                 passed_startup: false,
                 has_pre_stop,
             };
-            slot.update_gates();
             self.slots.push(slot);
         }
         if config_error {
@@ -732,19 +754,17 @@ impl Worker {
                     }
                     // A hook holds the stop signal back, unless the node itself is going.
                     if !a.term_sent && (a.pre_stop != Some(true) || !hooks) {
-                        a.term_sent = true;
-                        let _ = a.stop.send(StopSignal::Term);
                         if a.pre_stop.is_some() {
-                            // kubelet's grace after a hook: what is left, 2 s at least.
-                            a.kill_at = Some(kill_at.max(now + PRE_STOP_MIN_GRACE));
-                        } else if reason != StopReason::Vanished {
-                            events.killing(&pod, &slot.record.name, slot.init);
+                            a.term_after_hook(kill_at, now);
+                        } else {
+                            a.term();
+                            if reason != StopReason::Vanished {
+                                events.killing(&pod, &slot.record.name, slot.init);
+                            }
                         }
                     }
-                    let kill_now = kill_now || now >= a.kill_due(kill_at);
-                    if kill_now && a.term_sent && !a.kill_sent {
-                        a.kill_sent = true;
-                        let _ = a.stop.send(StopSignal::Kill);
+                    if kill_now || now >= a.kill_due(kill_at) {
+                        a.kill_once();
                     }
                 }
             }
@@ -801,7 +821,11 @@ impl Worker {
                 {
                     self.start(i);
                 }
-                if self.slots[i].ever_started && self.slots[i].passed_startup {
+                let slot = &mut self.slots[i];
+                if slot.record.is_running() && slot.started_by_probes() {
+                    slot.passed_startup = true;
+                }
+                if slot.ever_started && slot.passed_startup {
                     continue;
                 }
                 return;
@@ -860,13 +884,10 @@ impl Worker {
             // A failed probe's kill whose preStop hook is done: the stop signal goes now,
             // SIGKILL when the grace is over but no sooner than 2 s later.
             if a.pre_stop == Some(false) && !a.term_sent {
-                a.term_sent = true;
-                let _ = a.stop.send(StopSignal::Term);
-                a.kill_at = Some(a.kill_at.unwrap_or(now).max(now + PRE_STOP_MIN_GRACE));
+                a.term_after_hook(a.kill_at.unwrap_or(now), now);
             }
-            if a.term_sent && a.kill_at.is_some_and(|t| t <= now) && !a.kill_sent {
-                a.kill_sent = true;
-                let _ = a.stop.send(StopSignal::Kill);
+            if a.kill_at.is_some_and(|t| t <= now) {
+                a.kill_once();
             }
         }
         for i in 0..self.slots.len() {
@@ -874,7 +895,7 @@ impl Worker {
             let Some(run) = slot.active.as_ref().filter(|a| !a.term_sent).map(|a| a.run) else {
                 continue;
             };
-            let started = slot.record.probe_started;
+            let started = slot.started_by_probes();
             let due: Vec<usize> = (0..slot.probes.len())
                 .filter(|k| slot.probes[*k].due(now, started))
                 .collect();
@@ -890,10 +911,7 @@ impl Worker {
             return;
         };
         let slot = &mut self.slots[i];
-        let (env, workdir) = slot
-            .probe_env
-            .clone()
-            .unwrap_or_else(|| (Arc::new(Vec::new()), PathBuf::from("/")));
+        let (env, workdir) = slot.run_env();
         let prober = &mut slot.probes[k];
         prober.begin(run, now);
         let timeout = prober.timing.timeout;
@@ -904,18 +922,14 @@ impl Worker {
             &env,
             &workdir,
         ) {
-            Ok(action) => self.probing.push(Box::pin(async move {
+            Ok(action) => self.side.push(Box::pin(async move {
                 let attempt = probe::run::run(&action, timeout).await;
                 Pending::Probe(i, k, run, attempt)
             })),
             // Not runnable (a port that does not resolve): an errored attempt, as kubelet's
             // three tries of it end.
             Err(error) => {
-                let attempt = probe::run::Attempt {
-                    outcome: probe::run::Outcome::Unknown,
-                    output: String::new(),
-                    error: Some(error),
-                };
+                let attempt = probe::run::Attempt::errored(probe::run::Outcome::Unknown, error);
                 self.on_probe(i, k, run, attempt);
             }
         }
@@ -926,15 +940,12 @@ impl Worker {
         let Some(container) = self.container_spec(i).cloned() else {
             return self.on_pre_stop(i, run, Ok(()));
         };
-        let (env, workdir) = self.slots[i]
-            .probe_env
-            .clone()
-            .unwrap_or_else(|| (Arc::new(Vec::new()), PathBuf::from("/")));
+        let (env, workdir) = self.slots[i].run_env();
         let pod = format!("{}_{}({})", self.name, self.namespace, self.uid);
         match crate::hook::pre_stop(&container, crate::node::HOST_IP, &env, &workdir) {
             Some(Ok(hook)) => {
                 let name = container.name.clone();
-                self.probing.push(Box::pin(async move {
+                self.side.push(Box::pin(async move {
                     let result = crate::hook::run(hook, limit, &name, &pod).await;
                     Pending::PreStop(i, run, result)
                 }));
@@ -1009,10 +1020,9 @@ impl Worker {
         };
         match prober.finish(verdict, &name) {
             Change::None => {}
-            Change::Verdict(_) => slot.update_gates(),
+            Change::Verdict(_) => {}
             Change::Kill(message) => {
                 let grace = prober.timing.termination_grace.unwrap_or(pod_grace);
-                slot.update_gates();
                 let restart = slot.sidecar || policy != "Never";
                 let message = if restart {
                     format!("{message}, will be restarted")
@@ -1029,8 +1039,7 @@ impl Worker {
                     if hook {
                         a.pre_stop = Some(true);
                     } else {
-                        a.term_sent = true;
-                        let _ = a.stop.send(StopSignal::Term);
+                        a.term();
                     }
                 }
                 if hook {
@@ -1095,7 +1104,7 @@ impl Worker {
             RunState::Waiting { .. } | RunState::Running { .. } => {}
         }
         slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
-        slot.probe_env = match &plan {
+        slot.run_env = match &plan {
             Plan::Process { launch, workdir } if !slot.probes.is_empty() || slot.has_pre_stop => {
                 Some((Arc::new(launch.env.clone()), workdir.clone()))
             }
@@ -1114,7 +1123,6 @@ impl Worker {
                     started_at: now,
                     container_id,
                 };
-                slot.update_gates();
                 slot.active = Some(Active {
                     run,
                     pid: started.pid,
@@ -1194,7 +1202,6 @@ impl Worker {
         for p in &mut slot.probes {
             p.container_stopped();
         }
-        slot.update_gates();
         if let Some(pid) = active.and_then(|a| a.pid).filter(|_| self.journaled)
             && let Err(e) = self.ctx.journal.exited(&self.uid, pid)
         {
@@ -1259,10 +1266,10 @@ impl Worker {
     async fn wait_for_event(&mut self) {
         let wake = self.next_wake();
         let has_exits = !self.exits.is_empty();
-        let has_probes = !self.probing.is_empty();
+        let has_side = !self.side.is_empty();
         tokio::select! {
             Some(pending) = self.exits.next(), if has_exits => self.on_pending(pending),
-            Some(pending) = self.probing.next(), if has_probes => self.on_pending(pending),
+            Some(pending) = self.side.next(), if has_side => self.on_pending(pending),
             changed = self.pods.changed(), if !self.pod_gone => match changed {
                 Ok(()) => {
                     self.latest = self.pods.borrow_and_update().clone();
@@ -1306,7 +1313,7 @@ impl Worker {
                 if self.finish.is_none() {
                     wake.extend(self.deadline);
                     for s in self.slots.iter().filter(|s| s.active.is_some()) {
-                        let started = s.record.probe_started;
+                        let started = s.started_by_probes();
                         wake.extend(s.probes.iter().filter_map(|p| p.wake(started)));
                     }
                 }
@@ -1328,19 +1335,18 @@ impl Worker {
     // ---- status ---------------------------------------------------------------------
 
     fn view(&self) -> PodView {
+        // A record as reported: with `started` and `ready` as its probes now say.
+        let record = |s: &Slot| {
+            let (started, ready) = probe::gates(&s.probes);
+            ContainerRecord {
+                probe_started: started,
+                probe_ready: ready,
+                ..s.record.clone()
+            }
+        };
         PodView {
-            init: self
-                .slots
-                .iter()
-                .filter(|s| s.init)
-                .map(|s| s.record.clone())
-                .collect(),
-            main: self
-                .slots
-                .iter()
-                .filter(|s| !s.init)
-                .map(|s| s.record.clone())
-                .collect(),
+            init: self.slots.iter().filter(|s| s.init).map(record).collect(),
+            main: self.slots.iter().filter(|s| !s.init).map(record).collect(),
             restart_policy: self.restart_policy.clone(),
             start_time: self.start_time,
             finish: self.finish.clone(),
@@ -1498,7 +1504,7 @@ impl Worker {
                 active: None,
                 exited_at: None,
                 probes: Vec::new(),
-                probe_env: None,
+                run_env: None,
                 probe_killed: false,
                 passed_startup: false,
                 has_pre_stop: false,

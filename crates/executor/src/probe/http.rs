@@ -411,7 +411,7 @@ enum Phase {
 }
 
 /// One httpGet attempt: a GET of `path` on `host:port` (https: over TLS), bounded by `timeout`
-/// (zero: none).
+/// (zero: none), its response judged as upstream's DoHTTPProbe judges it.
 pub(super) async fn probe(
     https: bool,
     host: &str,
@@ -420,6 +420,31 @@ pub(super) async fn probe(
     headers: &[(String, String)],
     timeout: Duration,
 ) -> Attempt {
+    let (status, body) = match get(https, host, port, path, headers, timeout).await {
+        Ok(response) => response,
+        Err(failed) => return failed,
+    };
+    match status {
+        200..=299 => Attempt::new(Outcome::Success, body),
+        300..=399 => Attempt::new(
+            Outcome::Warning,
+            format!("Probe terminated redirects, Response body: {body}"),
+        ),
+        // The body is left out on purpose upstream (https://issue.k8s.io/99425).
+        _ => Attempt::failure(format!("HTTP probe failed with statuscode: {status}")),
+    }
+}
+
+/// The GET a probe (or a lifecycle hook, for which any response will do) sends: the final
+/// response's status and body (its first 10 KiB), or the attempt as the request failed.
+pub(crate) async fn get(
+    https: bool,
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    timeout: Duration,
+) -> Result<(u16, String), Attempt> {
     let first = Url::for_probe(https, host, port, path);
     let mut progress = Progress {
         url: first.text(),
@@ -428,10 +453,10 @@ pub(super) async fn probe(
     };
     let result = within(timeout, http_exchange(first, headers, &mut progress)).await;
     match result {
-        Some(attempt) => attempt,
+        Some(response) => response,
         None => {
             let url = go_quote(&progress.url);
-            match progress.phase {
+            Err(match progress.phase {
                 Phase::Dial => Attempt::failure(format!(
                     "Get {url}: dial tcp {}: i/o timeout (Client.Timeout exceeded while awaiting headers)",
                     progress.dialing
@@ -444,19 +469,20 @@ pub(super) async fn probe(
                     Outcome::Failure,
                     "context deadline exceeded (Client.Timeout or context cancellation while reading body)",
                 ),
-            }
+            })
         }
     }
 }
 
-/// upstream DoHTTPProbe with a Go http.Client that follows redirects to the same host name only
-/// (followNonLocalRedirects=false), a new connection per request.
+/// upstream DoHTTPProbe's request with a Go http.Client that follows redirects to the same host
+/// name only (followNonLocalRedirects=false), a new connection per request.
 async fn http_exchange(
     first: Url,
     probe_headers: &[(String, String)],
     progress: &mut Progress,
-) -> Attempt {
-    let get_error = |url: &str, e: &str| Attempt::failure(format!("Get {}: {e}", go_quote(url)));
+) -> Result<(u16, String), Attempt> {
+    let get_error =
+        |url: &str, e: &str| Err(Attempt::failure(format!("Get {}: {e}", go_quote(url))));
     let headers = match RequestHeaders::new(probe_headers) {
         Ok(h) => h,
         Err(e) => return get_error(&first.text(), &e),
@@ -525,18 +551,9 @@ async fn http_exchange(
             // Another host: the redirect itself is the answer (a warning).
         }
         progress.phase = Phase::Body;
-        let body = match exchange.body(MAX_OUTPUT).await {
-            Ok(body) => String::from_utf8_lossy(&body).into_owned(),
-            Err(e) => return Attempt::errored(Outcome::Failure, e),
-        };
-        return match status {
-            200..=299 => Attempt::new(Outcome::Success, body),
-            300..=399 => Attempt::new(
-                Outcome::Warning,
-                format!("Probe terminated redirects, Response body: {body}"),
-            ),
-            // The body is left out on purpose upstream (https://issue.k8s.io/99425).
-            _ => Attempt::failure(format!("HTTP probe failed with statuscode: {status}")),
+        return match exchange.body(MAX_OUTPUT).await {
+            Ok(body) => Ok((status, String::from_utf8_lossy(&body).into_owned())),
+            Err(e) => Err(Attempt::errored(Outcome::Failure, e)),
         };
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! This module decides; `run` carries out one attempt; the pod worker schedules and reports.
 
-mod http;
+pub mod http;
 pub mod run;
 
 use std::time::Duration;

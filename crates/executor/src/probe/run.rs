@@ -72,7 +72,7 @@ impl Attempt {
         Attempt::new(Outcome::Failure, output)
     }
 
-    pub(super) fn errored(outcome: Outcome, error: impl Into<String>) -> Self {
+    pub(crate) fn errored(outcome: Outcome, error: impl Into<String>) -> Self {
         Attempt {
             outcome,
             output: String::new(),
