@@ -119,6 +119,16 @@ impl NodeEvents {
             .warning(pod.container(container, init), "FailedPreStopHook", message);
     }
 
+    /// A postStart hook that failed (`FailedPostStartHook`); upstream leaves the hook's
+    /// message out, as it may hold secrets.
+    pub fn failed_post_start_hook(&self, pod: &PodRef, container: &str, init: bool) {
+        self.kubelet.warning(
+            pod.container(container, init),
+            "FailedPostStartHook",
+            "PostStartHook failed",
+        );
+    }
+
     /// A probe that failed or could not run (`Unhealthy`).
     pub fn unhealthy(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
         self.kubelet

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use crate::backoff::{CrashBackoff, go_string};
 use crate::events::{NodeEvents, PodRef};
+use crate::hook;
 use crate::probe::{self, Change, Prober, Verdict};
 use crate::runtime::{self, Exit, Plan, StopSignal};
 use crate::state::{self, Journal, ProcessRecord};
@@ -40,6 +41,8 @@ pub const REASON_EXECUTOR_RESTARTED: &str = "ExecutorRestarted";
 pub const MESSAGE_EXECUTOR_RESTARTED: &str = "the executor restarted while this pod was running: \
      its containers were stopped and their exit codes are unknown";
 const REASON_CONFIG_ERROR: &str = "CreateContainerConfigError";
+/// kubelet's ErrPostStartHook: the waiting reason after a failed postStart hook.
+const REASON_POST_START_HOOK_ERROR: &str = "PostStartHookError";
 const REASON_CONTAINER_UNKNOWN: &str = "ContainerStatusUnknown";
 const MESSAGE_CONTAINER_UNKNOWN: &str =
     "The container could not be located when the pod was terminated";
@@ -258,6 +261,12 @@ struct Active {
     kill_at: Option<Instant>,
     /// The preStop hook of this run: started (true) before the stop signal, which waits for it.
     pre_stop: Option<bool>,
+    /// The postStart hook of this run is running: until it is done the container is reported
+    /// as before its start, is not probed, and the pod's next container does not start.
+    post_start: bool,
+    /// The run's exit, when it came while its postStart hook ran: taken in once the hook is done
+    /// (kubelet sees it on its next sync, after the hook).
+    held_exit: Option<Option<Exit>>,
 }
 
 struct Slot {
@@ -292,9 +301,21 @@ struct Slot {
     passed_startup: bool,
     /// It has a preStop hook, run before its stop signal (process runtime only).
     has_pre_stop: bool,
+    /// It has a postStart hook, run after each start (process runtime only).
+    has_post_start: bool,
+    /// While a postStart hook runs: the record as it was before the start, which is what is
+    /// reported (kubelet writes no status for the pod until the hook is done).
+    shown: Option<ContainerRecord>,
+    /// The failed postStart hook's message, the waiting reason's message if it restarts.
+    post_start_error: Option<String>,
 }
 
 impl Slot {
+    /// Its postStart hook is running.
+    fn hook_running(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.post_start)
+    }
+
     /// Past its startup probe (or it has none).
     fn started_by_probes(&self) -> bool {
         probe::gates(&self.probes).0
@@ -353,8 +374,8 @@ enum Pending {
     Objects(usize, crate::env::Objects),
     /// A probe attempt ended (slot, probe, run, attempt).
     Probe(usize, usize, u32, probe::run::Attempt),
-    /// A preStop hook ended (slot, run, its error).
-    PreStop(usize, u32, Result<(), String>),
+    /// A lifecycle hook ended (where, slot, run, its error).
+    Hook(hook::Point, usize, u32, Result<(), String>),
 }
 
 enum Sync {
@@ -563,6 +584,8 @@ impl Worker {
                 Vec::new()
             };
             let has_pre_stop = hooked && c.lifecycle.as_ref().is_some_and(|l| l.pre_stop.is_some());
+            let has_post_start =
+                hooked && c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some());
             let plan = match plan {
                 Ok(p) => p,
                 Err(e) => {
@@ -593,6 +616,9 @@ impl Worker {
                 probe_killed: false,
                 passed_startup: false,
                 has_pre_stop,
+                has_post_start,
+                shown: None,
+                post_start_error: None,
             };
             self.slots.push(slot);
         }
@@ -743,6 +769,7 @@ impl Worker {
                 reason,
                 StopReason::Deleted | StopReason::Deadline | StopReason::SidecarsDone
             );
+            self.abandon_post_start_hooks();
             let mut pre_stops = Vec::new();
             for (i, slot) in self.slots.iter_mut().enumerate() {
                 slot.restart_at = None;
@@ -769,7 +796,12 @@ impl Worker {
                 }
             }
             for (i, run) in pre_stops {
-                self.launch_pre_stop(i, run, kill_at.saturating_duration_since(now));
+                self.launch_hook(
+                    hook::Point::PreStop,
+                    i,
+                    run,
+                    Some(kill_at.saturating_duration_since(now)),
+                );
             }
             let idle = self.slots.iter().all(|s| s.active.is_none());
             if idle && self.finish.is_none() {
@@ -803,11 +835,18 @@ impl Worker {
             return self.step(now);
         }
         self.probe_step(now);
+        // kubelet starts a pod's containers one after the other, each after its postStart hook.
+        if self.slots.iter().any(Slot::hook_running) {
+            return;
+        }
         // Sidecars that exited after they first ran restart when their back-off ends.
         for i in 0..self.slots.len() {
             let slot = &self.slots[i];
             if slot.sidecar && slot.ever_started && slot.active.is_none() && self.due(i, now) {
                 self.start(i);
+                if self.slots[i].hook_running() {
+                    return;
+                }
             }
         }
         // Init containers, one at a time, in order; a sidecar lets the next one start once
@@ -822,7 +861,7 @@ impl Worker {
                     self.start(i);
                 }
                 let slot = &mut self.slots[i];
-                if slot.record.is_running() && slot.started_by_probes() {
+                if slot.record.is_running() && !slot.hook_running() && slot.started_by_probes() {
                     slot.passed_startup = true;
                 }
                 if slot.ever_started && slot.passed_startup {
@@ -850,6 +889,9 @@ impl Worker {
             }
             if self.slots[i].active.is_none() && self.due(i, now) {
                 self.start(i);
+                if self.slots[i].hook_running() {
+                    return;
+                }
             }
             let s = &self.slots[i];
             if s.active.is_some() || s.restart_at.is_some() || s.runs == 0 {
@@ -892,7 +934,12 @@ impl Worker {
         }
         for i in 0..self.slots.len() {
             let slot = &self.slots[i];
-            let Some(run) = slot.active.as_ref().filter(|a| !a.term_sent).map(|a| a.run) else {
+            let Some(run) = slot
+                .active
+                .as_ref()
+                .filter(|a| !a.term_sent && !a.post_start)
+                .map(|a| a.run)
+            else {
                 continue;
             };
             let started = slot.started_by_probes();
@@ -935,23 +982,90 @@ impl Worker {
         }
     }
 
-    /// Run slot `i`'s preStop hook for run `run`, for at most `limit`.
-    fn launch_pre_stop(&mut self, i: usize, run: u32, limit: Duration) {
+    /// Run slot `i`'s hook at `point` for run `run`, for at most `limit` (a preStop hook's
+    /// grace; kubelet gives a postStart hook none).
+    fn launch_hook(&mut self, point: hook::Point, i: usize, run: u32, limit: Option<Duration>) {
         let Some(container) = self.container_spec(i).cloned() else {
-            return self.on_pre_stop(i, run, Ok(()));
+            return self.on_hook(point, i, run, Ok(()));
         };
         let (env, workdir) = self.slots[i].run_env();
         let pod = format!("{}_{}({})", self.name, self.namespace, self.uid);
-        match crate::hook::pre_stop(&container, crate::node::HOST_IP, &env, &workdir) {
-            Some(Ok(hook)) => {
+        match hook::at(point, &container, crate::node::HOST_IP, &env, &workdir) {
+            Some(Ok(h)) => {
                 let name = container.name.clone();
                 self.side.push(Box::pin(async move {
-                    let result = crate::hook::run(hook, limit, &name, &pod).await;
-                    Pending::PreStop(i, run, result)
+                    let result = hook::run(h, limit, &name, &pod).await;
+                    Pending::Hook(point, i, run, result)
                 }));
             }
-            Some(Err(e)) => self.on_pre_stop(i, run, Err(e)),
-            None => self.on_pre_stop(i, run, Ok(())),
+            Some(Err(e)) => self.on_hook(point, i, run, Err(e)),
+            None => self.on_hook(point, i, run, Ok(())),
+        }
+    }
+
+    fn on_hook(&mut self, point: hook::Point, i: usize, run: u32, result: Result<(), String>) {
+        match point {
+            hook::Point::PostStart => self.on_post_start(i, run, result),
+            hook::Point::PreStop => self.on_pre_stop(i, run, result),
+        }
+    }
+
+    /// The postStart hook ended: the container is reported running from now on, or, when the
+    /// hook failed, killed as kubelet's killContainer does (its preStop hook, then the stop
+    /// signal, SIGKILL after the pod's grace period); it restarts as its exit code and the
+    /// restart policy say.
+    fn on_post_start(&mut self, i: usize, run: u32, result: Result<(), String>) {
+        let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
+        let grace = self.grace();
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        let Some(a) = slot
+            .active
+            .as_mut()
+            .filter(|a| a.run == run && a.post_start)
+        else {
+            return;
+        };
+        a.post_start = false;
+        slot.shown = None;
+        let held = a.held_exit.take();
+        if let Err(message) = result {
+            tracing::info!(pod = %self.name, container = %slot.record.name, %message, "postStart hook failed");
+            // The message stays out of the event, as upstream's: it may hold secrets.
+            events.failed_post_start_hook(&pod, &slot.record.name, slot.init);
+            events.killing_because(&pod, &slot.record.name, slot.init, "FailedPostStartHook");
+            slot.post_start_error = Some(message);
+            if held.is_none() {
+                a.kill_at = Some(Instant::now() + grace);
+                if slot.has_pre_stop {
+                    a.pre_stop = Some(true);
+                    self.launch_hook(hook::Point::PreStop, i, run, Some(grace));
+                } else {
+                    a.term();
+                }
+            }
+        }
+        if let Some(exit) = held {
+            self.on_exit(i, run, exit);
+        }
+    }
+
+    /// The pod stops: postStart hooks still running no longer matter (kubelet cancels them),
+    /// and exits they held back are taken in.
+    fn abandon_post_start_hooks(&mut self) {
+        let mut held = Vec::new();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if let Some(a) = slot.active.as_mut().filter(|a| a.post_start) {
+                a.post_start = false;
+                slot.shown = None;
+                if let Some(exit) = a.held_exit.take() {
+                    held.push((i, a.run, exit));
+                }
+            }
+        }
+        for (i, run, exit) in held {
+            self.on_exit(i, run, exit);
         }
     }
 
@@ -1043,7 +1157,7 @@ impl Worker {
                     }
                 }
                 if hook {
-                    self.launch_pre_stop(i, run, grace);
+                    self.launch_hook(hook::Point::PreStop, i, run, Some(grace));
                 }
             }
         }
@@ -1092,6 +1206,7 @@ impl Worker {
         }
         slot.runs += 1;
         slot.restart_at = None;
+        let before = slot.has_post_start.then(|| slot.record.clone());
         // The run before this one becomes the last state.
         match std::mem::replace(
             &mut slot.record.state,
@@ -1105,7 +1220,9 @@ impl Worker {
         }
         slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
         slot.run_env = match &plan {
-            Plan::Process { launch, workdir } if !slot.probes.is_empty() || slot.has_pre_stop => {
+            Plan::Process { launch, workdir }
+                if !slot.probes.is_empty() || slot.has_pre_stop || slot.has_post_start =>
+            {
                 Some((Arc::new(launch.env.clone()), workdir.clone()))
             }
             _ => None,
@@ -1131,7 +1248,10 @@ impl Worker {
                     kill_sent: false,
                     kill_at: None,
                     pre_stop: None,
+                    post_start: before.is_some(),
+                    held_exit: None,
                 });
+                slot.shown = before;
                 if let Some(pid) = started.pid.filter(|_| self.journaled) {
                     let rec = ProcessRecord {
                         container: container.clone(),
@@ -1150,6 +1270,9 @@ impl Worker {
                 self.exits.push(Box::pin(
                     async move { Pending::Exit(i, run, exit.await.ok()) },
                 ));
+                if self.slots[i].shown.is_some() {
+                    self.launch_hook(hook::Point::PostStart, i, run, None);
+                }
                 tracing::debug!(namespace = %ns, pod = %name, container = %container, run, "container started");
             }
             Err(message) => {
@@ -1174,8 +1297,13 @@ impl Worker {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
-        if slot.active.as_ref().map(|a| a.run) != Some(run) {
-            return;
+        match slot.active.as_mut() {
+            Some(a) if a.run == run && a.post_start => {
+                a.held_exit = Some(exit);
+                return;
+            }
+            Some(a) if a.run == run => {}
+            _ => return,
         }
         let active = slot.active.take();
         self.report_at = None;
@@ -1221,6 +1349,7 @@ impl Worker {
         let (events, pod) = (self.ctx.events.clone(), self.pod_ref());
         let slot = &mut self.slots[i];
         let probe_killed = std::mem::take(&mut slot.probe_killed);
+        let hook_error = slot.post_start_error.take();
         let restart = match (slot.init, policy.as_str()) {
             _ if slot.sidecar => true,
             // kubelet restarts a container it killed for a failed probe unless the policy
@@ -1236,6 +1365,17 @@ impl Worker {
             let delay = slot.backoff.delay_after_exit(exited);
             let since_exit = exited.elapsed();
             slot.restart_at = Some(Instant::now() + delay.saturating_sub(since_exit));
+            // kubelet reports why the last start failed until the next one (its reason cache),
+            // unless a back-off says more.
+            if let (Some(message), true) = (hook_error, delay.is_zero())
+                && let RunState::Terminated(t) = &slot.record.state
+            {
+                slot.record.last = Some(t.clone());
+                slot.record.state = RunState::Waiting {
+                    reason: REASON_POST_START_HOOK_ERROR.to_string(),
+                    message: Some(message),
+                };
+            }
             if !delay.is_zero()
                 && let RunState::Terminated(t) = &slot.record.state
             {
@@ -1294,7 +1434,7 @@ impl Worker {
             Pending::Exit(i, run, exit) => self.on_exit(i, run, exit),
             Pending::Objects(i, objects) => self.on_objects(i, objects),
             Pending::Probe(i, k, run, attempt) => self.on_probe(i, k, run, attempt),
-            Pending::PreStop(i, run, result) => self.on_pre_stop(i, run, result),
+            Pending::Hook(point, i, run, result) => self.on_hook(point, i, run, result),
         }
     }
 
@@ -1312,7 +1452,11 @@ impl Worker {
                 wake.extend(self.slots.iter().filter_map(|s| s.restart_at));
                 if self.finish.is_none() {
                     wake.extend(self.deadline);
-                    for s in self.slots.iter().filter(|s| s.active.is_some()) {
+                    for s in self
+                        .slots
+                        .iter()
+                        .filter(|s| s.active.is_some() && !s.hook_running())
+                    {
                         let started = s.started_by_probes();
                         wake.extend(s.probes.iter().filter_map(|p| p.wake(started)));
                     }
@@ -1335,13 +1479,17 @@ impl Worker {
     // ---- status ---------------------------------------------------------------------
 
     fn view(&self) -> PodView {
-        // A record as reported: with `started` and `ready` as its probes now say.
-        let record = |s: &Slot| {
-            let (started, ready) = probe::gates(&s.probes);
-            ContainerRecord {
-                probe_started: started,
-                probe_ready: ready,
-                ..s.record.clone()
+        // A record as reported: with `started` and `ready` as its probes now say; while a
+        // postStart hook runs, as it was before the start.
+        let record = |s: &Slot| match &s.shown {
+            Some(before) => before.clone(),
+            None => {
+                let (started, ready) = probe::gates(&s.probes);
+                ContainerRecord {
+                    probe_started: started,
+                    probe_ready: ready,
+                    ..s.record.clone()
+                }
             }
         };
         PodView {
@@ -1508,6 +1656,9 @@ impl Worker {
                 probe_killed: false,
                 passed_startup: false,
                 has_pre_stop: false,
+                has_post_start: false,
+                shown: None,
+                post_start_error: None,
                 restart_at: None,
             });
         }

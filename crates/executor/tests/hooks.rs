@@ -1,5 +1,7 @@
-//! The preStop hook against the real API server: kubelet runs it when it stops a container,
-//! before the stop signal, and reports a failed one as a FailedPreStopHook event.
+//! Lifecycle hooks against the real API server. preStop: kubelet runs it when it stops a
+//! container, before the stop signal, and reports a failed one as a FailedPreStopHook event.
+//! postStart: run right after the start; the container is reported running, and the pod's next
+//! container starts, only once it is done; a failed one kills the container.
 
 mod common;
 
@@ -99,5 +101,189 @@ async fn a_container_a_failed_liveness_probe_kills_runs_its_pre_stop_hook_first(
     assert_eq!(log, "hook\nterm\n");
     c.delete("sick").await;
     c.wait_gone("sick", 15).await;
+    c.shutdown().await;
+}
+
+/// Events of `reason` about pod `name`, as (message, count).
+async fn events_of(c: &Cluster, name: &str, reason: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(c.client.clone(), "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_start_holds_the_running_state_and_the_next_container() {
+    let c = Cluster::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hooked"},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [
+            {"name": "first", "image": "busybox", "workingDir": dir.path().to_string_lossy(),
+             "command": ["sh", "-c", "echo main >> first.log; sleep 30"],
+             "lifecycle": {"postStart": {"exec": {"command": ["sh", "-c", "sleep 2; echo hook >> first.log"]}}}},
+            {"name": "second", "image": "busybox", "workingDir": dir.path().to_string_lossy(),
+             "command": ["sh", "-c", "cat first.log > seen.log; sleep 30"]}
+        ]}
+    }))
+    .await;
+    // The container's process runs (the hook and the entrypoint run side by side) while it
+    // is still reported waiting.
+    let p = c
+        .wait_pod("hooked", 10, "container statuses", |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .is_some()
+        })
+        .await;
+    let log = std::fs::read_to_string(dir.path().join("first.log")).unwrap_or_default();
+    assert_eq!(log, "main\n", "the entrypoint runs, the hook is not done");
+    assert_eq!(
+        waiting_of(&p, "first").and_then(|w| w.reason).as_deref(),
+        Some("ContainerCreating"),
+        "reported waiting while its postStart hook runs"
+    );
+    assert_eq!(phase_of(&p), "Pending");
+    let p = c.wait_phase("hooked", "Running", 15).await;
+    let first = status_of(&p, "first");
+    assert!(
+        first
+            .state
+            .as_ref()
+            .and_then(|s| s.running.as_ref())
+            .is_some(),
+        "{first:?}"
+    );
+    eventually(
+        Duration::from_secs(10),
+        "the second container ran",
+        || async { std::fs::read_to_string(dir.path().join("seen.log")).ok() },
+    )
+    .await;
+    // The second container started only after the first one's hook was done.
+    let seen = std::fs::read_to_string(dir.path().join("seen.log")).expect("seen");
+    assert_eq!(seen, "main\nhook\n");
+    assert!(
+        events_of(&c, "hooked", "FailedPostStartHook")
+            .await
+            .is_empty()
+    );
+    c.delete("hooked").await;
+    c.wait_gone("hooked", 15).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_post_start_hook_kills_the_container() {
+    let c = Cluster::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wd = dir.path().to_string_lossy().to_string();
+    // Under OnFailure it restarts; its second hook takes a while, during which the waiting
+    // reason tells why the last start failed.
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "again"},
+        "spec": {"restartPolicy": "OnFailure", "terminationGracePeriodSeconds": 5, "containers": [{
+            "name": "main", "image": "busybox", "workingDir": wd,
+            "command": ["sh", "-c", "trap 'echo term >> again.log; exit 3' TERM; while true; do sleep 0.1; done"],
+            "lifecycle": {
+                "postStart": {"exec": {"command": ["sh", "-c", "if [ -f once ]; then sleep 3; fi; touch once; echo out; echo err >&2; exit 7"]}},
+                "preStop": {"exec": {"command": ["sh", "-c", "echo prestop >> again.log"]}}
+            }
+        }]}
+    }))
+    .await;
+    let p = c
+        .wait_pod("again", 20, "waiting with PostStartHookError", |p| {
+            waiting_of(p, "main")
+                .and_then(|w| w.reason)
+                .is_some_and(|r| r == "PostStartHookError")
+        })
+        .await;
+    let status = status_of(&p, "main");
+    let message = waiting_of(&p, "main")
+        .and_then(|w| w.message)
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("Exec lifecycle hook ([sh -c if [ -f once ]; then sleep 3; fi; touch once; echo out; echo err >&2; exit 7]) for Container \"main\" in Pod \"again_default("),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("exited with 7: err\n, message: \"out\\nerr\\n\""),
+        "{message}"
+    );
+    // The kill ran the preStop hook, then SIGTERM, which the trap answered with 3.
+    let last = status
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .expect("the killed run");
+    assert_eq!(last.exit_code, 3);
+    let log = std::fs::read_to_string(dir.path().join("again.log")).expect("log");
+    assert!(log.starts_with("prestop\nterm\n"), "{log}");
+    assert_eq!(
+        events_of(&c, "again", "FailedPostStartHook").await,
+        vec!["PostStartHook failed".to_string()]
+    );
+    assert!(
+        events_of(&c, "again", "Killing")
+            .await
+            .contains(&"FailedPostStartHook".to_string())
+    );
+    c.delete("again").await;
+    c.wait_gone("again", 20).await;
+
+    // Under Never the pod fails with the killed run's status.
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "never"},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 5, "containers": [{
+            "name": "main", "image": "busybox", "command": ["sleep", "30"],
+            "lifecycle": {"postStart": {"tcpSocket": {"port": 8080}}}
+        }]}
+    }))
+    .await;
+    let p = c.wait_phase("never", "Failed", 20).await;
+    let t = status_of(&p, "main")
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.clone())
+        .expect("terminated");
+    assert_eq!((t.exit_code, t.reason.as_deref()), (143, Some("Error")));
+    c.delete("never").await;
+    c.wait_gone("never", 15).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exit_during_the_post_start_hook_is_taken_in_after_it() {
+    let c = Cluster::start().await;
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "quick"},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "busybox", "command": ["true"],
+            "lifecycle": {"postStart": {"sleep": {"seconds": 1}}}
+        }]}
+    }))
+    .await;
+    let started = std::time::Instant::now();
+    let p = c.wait_phase("quick", "Succeeded", 15).await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "the pod ended only once the hook was done"
+    );
+    let t = status_of(&p, "main")
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.clone())
+        .expect("terminated");
+    assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
+    c.delete("quick").await;
+    c.wait_gone("quick", 15).await;
     c.shutdown().await;
 }

@@ -26,6 +26,8 @@ use super::run::{Attempt, MAX_OUTPUT, Outcome, dial, errno_text, join_host_port,
 const MAX_REQUESTS: usize = 10;
 /// kubelet's `kube-probe/<major>.<minor>`, for the release kbatch follows.
 const USER_AGENT: &str = "kube-probe/1.37";
+/// What kubelet's lifecycle hooks send instead (`kube-lifecycle/<major>.<minor>`).
+pub(crate) const LIFECYCLE_USER_AGENT: &str = "kube-lifecycle/1.37";
 
 /// An http(s) URL as Go's net/url keeps it, as far as a probe needs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -292,18 +292,38 @@ impl Drop for GroupKill {
     }
 }
 
-async fn exec_probe(
+/// How a command run beside a container ended (what CRI's ExecSync tells kubelet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ExecEnd {
+    /// It ran to its end: its exit code (128 + the signal when one killed it), its stdout and
+    /// its stderr (the first `MAX_OUTPUT` bytes of each).
+    Exited {
+        code: i32,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+    },
+    /// It could not be started, in runc's words.
+    NotStarted(String),
+    /// The timeout ran out: it was killed (its whole group).
+    TimedOut,
+    /// Waiting for it failed.
+    Errored(String),
+}
+
+/// Runs `argv` with `env` in `workdir`, in a process group of its own that is killed once it
+/// exits, on timeout (zero: none), or when this is dropped half-way.
+pub(crate) async fn exec(
     argv: &[String],
     env: &[(String, String)],
     workdir: &Path,
     timeout: Duration,
-) -> Attempt {
+) -> ExecEnd {
     let Some((program, args)) = argv.split_first() else {
-        return Attempt::errored(Outcome::Unknown, "no command to run");
+        return ExecEnd::NotStarted("no command to run".to_string());
     };
     // A missing directory would otherwise read as a missing program (both are ENOENT).
     if tokio::fs::metadata(workdir).await.is_err() {
-        return Attempt::failure(format!(
+        return ExecEnd::NotStarted(format!(
             "chdir to cwd ({}) set in config.json failed: no such file or directory",
             go_quote(&workdir.to_string_lossy())
         ));
@@ -322,8 +342,7 @@ async fn exec_probe(
         .kill_on_drop(true);
     let mut child = match cmd.spawn() {
         Ok(child) => child,
-        // A container runtime reports this as the exec's failure, with runc's text.
-        Err(e) => return Attempt::failure(crate::process::start_error(program, &e)),
+        Err(e) => return ExecEnd::NotStarted(crate::process::start_error(program, &e)),
     };
     let group = GroupKill {
         pgid: child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0),
@@ -341,25 +360,55 @@ async fn exec_probe(
     })
     .await;
     match finished {
-        Some((Ok(status), mut output, stderr)) => {
+        Some((Ok(status), stdout, stderr)) => {
+            use std::os::unix::process::ExitStatusExt;
+            let code = status
+                .code()
+                .or_else(|| status.signal().map(|s| 128 + s))
+                .unwrap_or(128);
+            ExecEnd::Exited {
+                code,
+                stdout,
+                stderr,
+            }
+        }
+        Some((Err(e), _, _)) => ExecEnd::Errored(format!("waiting for the command: {e}")),
+        None => {
+            group.kill();
+            let _ = child.wait().await;
+            ExecEnd::TimedOut
+        }
+    }
+}
+
+async fn exec_probe(
+    argv: &[String],
+    env: &[(String, String)],
+    workdir: &Path,
+    timeout: Duration,
+) -> Attempt {
+    match exec(argv, env, workdir, timeout).await {
+        ExecEnd::Exited {
+            code,
+            stdout: mut output,
+            stderr,
+        } => {
             // CRI's ExecSync returns stdout and stderr apart; kubelet appends stderr to stdout
             // and the exec prober keeps the first 10 KiB.
             output.extend_from_slice(&stderr);
             output.truncate(MAX_OUTPUT);
             let output = String::from_utf8_lossy(&output).into_owned();
-            if status.success() {
+            if code == 0 {
                 Attempt::new(Outcome::Success, output)
             } else {
                 Attempt::failure(output)
             }
         }
-        Some((Err(e), _, _)) => {
-            Attempt::errored(Outcome::Unknown, format!("waiting for the command: {e}"))
-        }
-        None => {
-            group.kill();
-            let _ = child.wait().await;
-            // CRI's timeout error, which the exec prober returns as the output.
+        // A container runtime reports this as the exec's failure, with runc's text.
+        ExecEnd::NotStarted(message) => Attempt::failure(message),
+        ExecEnd::Errored(e) => Attempt::errored(Outcome::Unknown, e),
+        // CRI's timeout error, which the exec prober returns as the output.
+        ExecEnd::TimedOut => {
             Attempt::failure(format!("command {} timed out", go_quote(&argv.join(" "))))
         }
     }
