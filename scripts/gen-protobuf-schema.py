@@ -32,6 +32,10 @@ ROOTS = [
     ("k8s.io/api/core/v1", "ConfigMap", "v1", "ConfigMap"),
     ("k8s.io/api/core/v1", "Secret", "v1", "Secret"),
     ("k8s.io/apimachinery/pkg/apis/meta/v1", "DeleteOptions", "*", "DeleteOptions"),
+    ("k8s.io/api/authorization/v1", "SelfSubjectAccessReview", "authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+    ("k8s.io/api/authorization/v1", "SelfSubjectRulesReview", "authorization.k8s.io/v1", "SelfSubjectRulesReview"),
+    ("k8s.io/api/authorization/v1", "SubjectAccessReview", "authorization.k8s.io/v1", "SubjectAccessReview"),
+    ("k8s.io/api/authorization/v1", "LocalSubjectAccessReview", "authorization.k8s.io/v1", "LocalSubjectAccessReview"),
 ]
 
 META = "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -265,7 +269,10 @@ class Gen:
                     sys.exit(f"{name}.{gname}: map key of kind {self.b.kind(kt)}")
                 card = "Map"
                 k = self.b.kind(ft)
-            if k == K_SLICE and self.b.kind(self.b.elem(ft)) == K_UINT8:
+            if card == "Map" and k == K_SLICE and self.b.kind(self.b.elem(ft)) == K_STRING:
+                # map[string]ExtraValue (a []string): each value a message {1: repeated string}.
+                ty = "StringList"
+            elif k == K_SLICE and self.b.kind(self.b.elem(ft)) == K_UINT8:
                 # []byte (Secret data, ConfigMap binaryData): base64 in JSON.
                 ty = "Bytes"
             elif k in SCALARS:

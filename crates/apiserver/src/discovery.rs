@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::authorization::{self, Review};
 use crate::error::ApiError;
 use crate::resources::{GROUPS, RESOURCES, Resource};
 
@@ -90,6 +91,12 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     out
 }
 
+/// A review's `APIResource`: create only, no short names or categories.
+fn review_entry(r: &Review) -> Value {
+    json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+        "kind": r.kind_name, "verbs": authorization::VERBS})
+}
+
 pub fn api_resource_list(group: &str, version: &str) -> Result<Value, ApiError> {
     let served = group.is_empty() && version == "v1"
         || GROUPS.iter().any(|(g, v)| *g == group && *v == version);
@@ -100,6 +107,11 @@ pub fn api_resource_list(group: &str, version: &str) -> Result<Value, ApiError> 
         .iter()
         .filter(|r| r.group == group && r.version == version)
         .flat_map(resource_entries)
+        .chain(
+            authorization::reviews_of(group, version)
+                .iter()
+                .map(review_entry),
+        )
         .collect();
     let gv = if group.is_empty() {
         version.to_string()
@@ -174,6 +186,17 @@ fn aggregated_resource(r: &Resource) -> Value {
     e
 }
 
+/// A review's aggregated discovery entry.
+fn aggregated_review(r: &Review) -> Value {
+    json!({
+        "resource": r.plural,
+        "responseKind": {"group": authorization::GROUP, "version": authorization::VERSION, "kind": r.kind_name},
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": authorization::VERBS,
+    })
+}
+
 /// `APIGroupDiscoveryList` for `/api` (legacy_root) or `/apis`.
 pub fn aggregated(version: &str, legacy_root: bool) -> Value {
     let groups: Vec<(&str, &str)> = if legacy_root {
@@ -188,6 +211,11 @@ pub fn aggregated(version: &str, legacy_root: bool) -> Value {
                 .iter()
                 .filter(|r| r.group == *g && r.version == *v)
                 .map(aggregated_resource)
+                .chain(
+                    authorization::reviews_of(g, v)
+                        .iter()
+                        .map(aggregated_review),
+                )
                 .collect();
             json!({
                 "metadata": {"name": g, "creationTimestamp": null},
@@ -230,6 +258,52 @@ mod tests {
             .iter()
             .map(|i| i["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["batch", "events.k8s.io", "coordination.k8s.io"]);
+        assert_eq!(
+            names,
+            [
+                "batch",
+                "events.k8s.io",
+                "coordination.k8s.io",
+                "authorization.k8s.io"
+            ]
+        );
+        let reviews = &groups["items"][3]["versions"][0]["resources"];
+        assert_eq!(
+            reviews[1],
+            json!({"resource": "selfsubjectaccessreviews",
+                "responseKind": {"group": "authorization.k8s.io", "version": "v1", "kind": "SelfSubjectAccessReview"},
+                "scope": "Cluster", "singularResource": "selfsubjectaccessreview", "verbs": ["create"]})
+        );
+        assert_eq!(reviews[0]["scope"], "Namespaced");
+    }
+
+    #[test]
+    fn legacy_documents_list_the_reviews() {
+        let g = api_group("authorization.k8s.io").unwrap();
+        assert_eq!(
+            g["preferredVersion"]["groupVersion"],
+            "authorization.k8s.io/v1"
+        );
+        let list = api_resource_list("authorization.k8s.io", "v1").unwrap();
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "localsubjectaccessreviews",
+                "selfsubjectaccessreviews",
+                "selfsubjectrulesreviews",
+                "subjectaccessreviews"
+            ]
+        );
+        assert_eq!(
+            list["resources"][2],
+            json!({"name": "selfsubjectrulesreviews", "singularName": "selfsubjectrulesreview",
+                "namespaced": false, "kind": "SelfSubjectRulesReview", "verbs": ["create"]})
+        );
     }
 }

@@ -41,7 +41,11 @@ impl ApiError {
         if !group.is_empty() {
             d.insert("group".into(), json!(group));
         }
-        d.insert("kind".into(), json!(kind));
+        // Empty, as upstream's `omitempty` leaves it out: the access reviews' validation
+        // errors name no kind.
+        if !kind.is_empty() {
+            d.insert("kind".into(), json!(kind));
+        }
         self.details = Some(Value::Object(d));
         self
     }

@@ -116,6 +116,16 @@ impl FieldValidation {
     /// Strict rejects unknown fields with upstream's strict decoding error; Warn returns them
     /// as warnings.
     fn check(self, res: &Resource, unknown: Vec<String>) -> Result<Vec<String>, ApiError> {
+        self.check_kind(res.kind_name, res.version, unknown)
+    }
+
+    /// `check` by kind and version, for kinds that are not stored resources.
+    pub(crate) fn check_kind(
+        self,
+        kind: &str,
+        version: &str,
+        unknown: Vec<String>,
+    ) -> Result<Vec<String>, ApiError> {
         let texts: Vec<String> = unknown
             .iter()
             .map(|f| format!("unknown field \"{f}\""))
@@ -124,15 +134,16 @@ impl FieldValidation {
             FieldValidation::Ignore => Ok(Vec::new()),
             FieldValidation::Warn => Ok(texts),
             FieldValidation::Strict if texts.is_empty() => Ok(Vec::new()),
-            FieldValidation::Strict => Err(crate::strategy::cannot_handle(
-                res,
+            FieldValidation::Strict => Err(crate::strategy::cannot_handle_kind(
+                kind,
+                version,
                 &format!("strict decoding error: {}", texts.join(", ")),
             )),
         }
     }
 }
 
-fn with_warnings(mut resp: Response, texts: &[String]) -> Response {
+pub(crate) fn with_warnings(mut resp: Response, texts: &[String]) -> Response {
     for t in texts {
         resp = with_warning(resp, t);
     }
@@ -198,7 +209,15 @@ pub fn content_type(headers: &HeaderMap) -> String {
 
 /// The body's apiVersion and kind must name the endpoint's type when present.
 fn check_type(res: &Resource, v: &mut Value) -> Result<(), ApiError> {
-    let expected = res.api_version();
+    check_type_of(&res.api_version(), res.kind_name, v)
+}
+
+/// `check_type` by apiVersion and kind, for kinds that are not stored resources.
+pub(crate) fn check_type_of(
+    expected: &str,
+    kind_name: &str,
+    v: &mut Value,
+) -> Result<(), ApiError> {
     let api_version = v
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -214,15 +233,14 @@ fn check_type(res: &Resource, v: &mut Value) -> Result<(), ApiError> {
             "the API version in the data ({api_version}) does not match the expected API version ({expected})"
         )));
     }
-    if !kind.is_empty() && kind != res.kind_name {
+    if !kind.is_empty() && kind != kind_name {
         return Err(ApiError::bad_request(format!(
-            "the kind in the data ({kind}) does not match the expected kind ({})",
-            res.kind_name
+            "the kind in the data ({kind}) does not match the expected kind ({kind_name})"
         )));
     }
     if let Some(o) = v.as_object_mut() {
         o.insert("apiVersion".into(), json!(expected));
-        o.insert("kind".into(), json!(res.kind_name));
+        o.insert("kind".into(), json!(kind_name));
     }
     Ok(())
 }
@@ -518,7 +536,7 @@ pub async fn create(
     Ok(with_warnings(resp, &warnings))
 }
 
-fn user_agent(headers: &HeaderMap) -> String {
+pub(crate) fn user_agent(headers: &HeaderMap) -> String {
     headers
         .get(axum::http::header::USER_AGENT)
         .and_then(|h| h.to_str().ok())
@@ -528,7 +546,7 @@ fn user_agent(headers: &HeaderMap) -> String {
 
 /// `fieldManager` of a create or update must be a short printable name (422 naming the
 /// options kind, `CreateOptions` or `UpdateOptions`).
-fn check_field_manager(q: &Query, options: &str) -> Result<(), ApiError> {
+pub(crate) fn check_field_manager(q: &Query, options: &str) -> Result<(), ApiError> {
     let errs = apply::validate_field_manager(q.get("fieldManager").unwrap_or(""));
     if errs.is_empty() {
         Ok(())

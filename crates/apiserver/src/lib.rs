@@ -4,6 +4,7 @@
 //! verb handlers, which apply kbatch-api's defaulting and validation and write through the store.
 
 pub mod apply;
+pub mod authorization;
 pub mod discovery;
 pub mod error;
 pub mod event_ttl;
@@ -310,6 +311,25 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
                 }
                 _ => discovery_doc(st, &method, group, version, legacy_root),
             }
+        }
+        Ok(Route::Review(t)) => {
+            let labels = request_metrics::RequestLabels::review(
+                &method,
+                &t,
+                &query,
+                &handlers::content_type(&parts.headers),
+            );
+            let resp = if method == Method::POST {
+                match read_body(body).await {
+                    Ok(bytes) => authorization::create(st, &t, &query, &parts.headers, &bytes),
+                    Err(e) => Err(e),
+                }
+            } else {
+                Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ))
+            };
+            return labels.record_response(resp.unwrap_or_else(error_response), started);
         }
         Ok(Route::Resource(t)) => {
             let started = std::time::Instant::now();

@@ -138,6 +138,19 @@ fn gvk(r: &Resource) -> Value {
 }
 
 fn op(r: &Resource, action: &str, verb: &str, sub: &str, write: bool) -> Value {
+    op_for(gvk(r), r.version, r.kind_name, action, verb, sub, write)
+}
+
+/// `op` for a kind by name (the access reviews are not stored resources).
+fn op_for(
+    gvk: Value,
+    version: &str,
+    kind: &str,
+    action: &str,
+    verb: &str,
+    sub: &str,
+    write: bool,
+) -> Value {
     let mut params = vec![param(
         "pretty",
         "query",
@@ -163,14 +176,14 @@ fn op(r: &Resource, action: &str, verb: &str, sub: &str, write: bool) -> Value {
             "Force is going to \"force\" Apply requests.",
         ));
     }
-    let id = format!("{verb}{}{}{}", capitalize(r.version), r.kind_name, sub);
+    let id = format!("{verb}{}{kind}{sub}", capitalize(version));
     json!({
-        "description": format!("{action} {}", r.kind_name),
+        "description": format!("{action} {kind}"),
         "operationId": id,
         "parameters": params,
         "responses": {"200": {"description": "OK"}, "401": {"description": "Unauthorized"}},
         "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": gvk(r),
+        "x-kubernetes-group-version-kind": gvk,
     })
 }
 
@@ -233,6 +246,23 @@ fn document(group: &str, version: &str) -> Value {
             );
         }
     }
+    // The access reviews: a create each, as upstream lists them. Their schemas are not in
+    // `schemas.json`: nothing needs them (`kubectl auth can-i` sends no manifest; `kubectl
+    // create -f` of a review finds no PATCH operation to learn that the server validates
+    // fields, and wants the `/openapi/v2` schemas, which this server does not serve, unless
+    // given `--validate=false`).
+    for r in crate::authorization::reviews_of(group, version) {
+        let path = if r.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
+        } else {
+            format!("{prefix}/{}", r.plural)
+        };
+        let gvk = json!({"group": group, "version": version, "kind": r.kind_name});
+        paths.insert(
+            path,
+            json!({"post": op_for(gvk, version, r.kind_name, "post", "create", "", true)}),
+        );
+    }
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": format!("v{}.{}.0", crate::discovery::MAJOR, crate::discovery::MINOR)},
@@ -253,6 +283,7 @@ mod tests {
             "apis/batch/v1",
             "apis/events.k8s.io/v1",
             "apis/coordination.k8s.io/v1",
+            "apis/authorization.k8s.io/v1",
         ] {
             let url = r["paths"][key]["serverRelativeURL"].as_str().unwrap();
             assert!(
@@ -260,6 +291,27 @@ mod tests {
                 "{url}"
             );
         }
+    }
+
+    #[test]
+    fn reviews_are_created_with_field_validation() {
+        let d = for_path("apis/authorization.k8s.io/v1").unwrap();
+        let post = &d["paths"]["/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"]["post"];
+        assert_eq!(
+            post["x-kubernetes-group-version-kind"],
+            json!({"group": "authorization.k8s.io", "version": "v1", "kind": "SelfSubjectAccessReview"})
+        );
+        assert!(
+            post["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation")
+        );
+        let local =
+            "/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews";
+        assert!(d["paths"][local]["post"].is_object());
+        assert_eq!(d["paths"].as_object().unwrap().len(), 4);
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct Target {
 #[derive(Debug)]
 pub enum Route {
     Resource(Target),
+    /// A create-only access review of authorization.k8s.io (not stored).
+    Review(crate::authorization::ReviewTarget),
     /// `/api`, `/apis`, `/api/v1`, `/apis/<group>`, `/apis/<group>/<version>`.
     Discovery {
         group: Option<String>,
@@ -85,6 +87,13 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
     // `/api/v1/watch` names no resource.
     if rest.is_empty() {
         return Err(ApiError::no_route());
+    }
+    if group == crate::authorization::GROUP && version == crate::authorization::VERSION {
+        // The reviews are never stored: nothing to watch.
+        if watch_path {
+            return Err(ApiError::no_route());
+        }
+        return crate::authorization::route(rest).map(Route::Review);
     }
     let lookup =
         |plural: &str| resources::find(&group, &version, plural).ok_or_else(ApiError::no_route);
@@ -221,6 +230,22 @@ mod tests {
         let t = target("/api/v1/namespaces/x/status");
         assert_eq!(t.resource.plural, "namespaces");
         assert_eq!(t.subresource.as_deref(), Some("status"));
+    }
+
+    #[test]
+    fn routes_access_reviews() {
+        match route("/apis/authorization.k8s.io/v1/namespaces/ns/localsubjectaccessreviews") {
+            Ok(Route::Review(t)) => {
+                assert_eq!(t.review.plural, "localsubjectaccessreviews");
+                assert_eq!(t.namespace.as_deref(), Some("ns"));
+            }
+            other => panic!("not a review route: {other:?}"),
+        }
+        assert!(route("/apis/authorization.k8s.io/v1/watch/selfsubjectaccessreviews").is_err());
+        assert!(matches!(
+            route("/apis/authorization.k8s.io/v1"),
+            Ok(Route::Discovery { .. })
+        ));
     }
 
     #[test]

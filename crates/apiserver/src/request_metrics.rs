@@ -170,6 +170,40 @@ impl RequestLabels {
         }
     }
 
+    /// An access review (authorization.k8s.io): a collection path, only ever created.
+    pub fn review(
+        method: &Method,
+        t: &crate::authorization::ReviewTarget,
+        q: &Query,
+        content_type: &str,
+    ) -> RequestLabels {
+        let verb = match method.as_str() {
+            "GET" if q.get("watch").and_then(crate::request::parse_go_bool) == Some(true) => {
+                "WATCH"
+            }
+            "GET" => "LIST",
+            "DELETE" => "DELETECOLLECTION",
+            _ => non_resource_verb(method, content_type),
+        };
+        let scope = if method == Method::POST {
+            "resource"
+        } else if t.namespace.is_some() {
+            "namespace"
+        } else {
+            "cluster"
+        };
+        RequestLabels {
+            verb,
+            dry_run: dry_run(q),
+            group: crate::authorization::GROUP,
+            version: crate::authorization::VERSION,
+            resource: t.review.plural,
+            subresource: String::new(),
+            scope,
+            component: COMPONENT,
+        }
+    }
+
     pub fn non_resource(
         endpoint: NonResource<'_>,
         method: &Method,

@@ -236,11 +236,13 @@ pub fn by_kind(kind: Kind) -> &'static Resource {
         .unwrap_or(&RESOURCES[0])
 }
 
-/// Groups served under /apis, in discovery order, with their single version.
+/// Groups served under /apis, in discovery order, with their single version. The last has
+/// no stored resources: its access reviews are `authorization::REVIEWS`.
 pub const GROUPS: &[(&str, &str)] = &[
     ("batch", "v1"),
     ("events.k8s.io", "v1"),
     ("coordination.k8s.io", "v1"),
+    (crate::authorization::GROUP, crate::authorization::VERSION),
 ];
 
 #[cfg(test)]

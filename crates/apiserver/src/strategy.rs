@@ -69,6 +69,17 @@ fn decode_tracking_unknown<K: DeserializeOwned>(
     v: &Value,
     unknown: &mut Vec<String>,
 ) -> Result<K, ApiError> {
+    decode_kind(res.kind_name, res.version, v, unknown)
+}
+
+/// `decode_tracking_unknown` by kind and version, for kinds that are not stored resources
+/// (the authorization reviews).
+pub fn decode_kind<K: DeserializeOwned>(
+    kind: &str,
+    version: &str,
+    v: &Value,
+    unknown: &mut Vec<String>,
+) -> Result<K, ApiError> {
     // First without path tracking; a document that fails is decoded again to name the path.
     let mut found = Vec::new();
     if let Ok(k) = serde_ignored::deserialize(v, |path| found.push(field_path(&path))) {
@@ -85,16 +96,19 @@ fn decode_tracking_unknown<K: DeserializeOwned>(
         } else {
             format!(" at {path}")
         };
-        cannot_handle(res, &format!("{inner}{at}"))
+        cannot_handle_kind(kind, version, &format!("{inner}{at}"))
     })
 }
 
 /// `<Kind> in version "<v>" cannot be handled as a <Kind>: <why>` (400).
 pub fn cannot_handle(res: &Resource, why: &str) -> ApiError {
+    cannot_handle_kind(res.kind_name, res.version, why)
+}
+
+/// `cannot_handle` by kind and version.
+pub fn cannot_handle_kind(kind: &str, version: &str, why: &str) -> ApiError {
     ApiError::bad_request(format!(
-        "{kind} in version \"{ver}\" cannot be handled as a {kind}: {why}",
-        kind = res.kind_name,
-        ver = res.version
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}"
     ))
 }
 

@@ -1168,6 +1168,30 @@ async fn api_resources_versions_and_version() {
             &["pods", "po", "v1", "true", "Pod"],
             // No short name: a row with one cell fewer.
             &["secrets", "v1", "true", "Secret"],
+            &[
+                "localsubjectaccessreviews",
+                "authorization.k8s.io/v1",
+                "true",
+                "LocalSubjectAccessReview",
+            ],
+            &[
+                "selfsubjectaccessreviews",
+                "authorization.k8s.io/v1",
+                "false",
+                "SelfSubjectAccessReview",
+            ],
+            &[
+                "selfsubjectrulesreviews",
+                "authorization.k8s.io/v1",
+                "false",
+                "SelfSubjectRulesReview",
+            ],
+            &[
+                "subjectaccessreviews",
+                "authorization.k8s.io/v1",
+                "false",
+                "SubjectAccessReview",
+            ],
             &["cronjobs", "cj", "batch/v1", "true", "CronJob"],
             // No short name: a row with one cell fewer.
             &["jobs", "batch/v1", "true", "Job"],
@@ -1176,7 +1200,10 @@ async fn api_resources_versions_and_version() {
         ],
     );
     let out = k.ok(&["api-resources", "--namespaced=false", "-o", "name"]);
-    assert_eq!(out, "namespaces\nnodes\n");
+    assert_eq!(
+        out,
+        "namespaces\nnodes\nselfsubjectaccessreviews.authorization.k8s.io\nselfsubjectrulesreviews.authorization.k8s.io\nsubjectaccessreviews.authorization.k8s.io\n"
+    );
     let out = k.ok(&[
         "api-resources",
         "--api-group=batch",
@@ -1187,7 +1214,7 @@ async fn api_resources_versions_and_version() {
     assert_eq!(out, "cronjobs.batch\njobs.batch\n");
     assert_eq!(
         k.ok(&["api-versions"]),
-        "batch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\nv1\n"
+        "authorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\nv1\n"
     );
     // `get all` covers the `all` category: pods, jobs and cronjobs.
     let out = k.run(&["get", "all"]);
@@ -1204,6 +1231,73 @@ async fn api_resources_versions_and_version() {
     assert!(minor.parse::<u32>().is_ok_and(|m| m >= 27), "{v}");
     assert_eq!(server_version["gitVersion"], format!("v1.{minor}.0"), "{v}");
     assert_eq!(server_version["platform"], "linux/amd64");
+}
+
+/// `kubectl auth can-i`: kbatch has no RBAC, so, as against a cluster whose authorizer
+/// allows everything, every question is answered yes (exit 0) and the rules list `*` on
+/// everything; a review created from a file comes back with its status.
+#[tokio::test]
+async fn auth_can_i() {
+    let server = Server::start().await;
+    let k = Kubectl::new(&server);
+    assert_eq!(k.ok(&["auth", "can-i", "create", "pods"]), "yes\n");
+    assert_eq!(
+        k.ok(&["auth", "can-i", "delete", "jobs.batch", "-n", "kube-system"]),
+        "yes\n"
+    );
+    assert_eq!(k.ok(&["auth", "can-i", "get", "/healthz"]), "yes\n");
+    // The question is put even about a kind the server lacks, with kubectl's warning.
+    let out = k.run(&["auth", "can-i", "create", "widgets"]);
+    assert!(out.ok, "{}", out.stderr);
+    assert_eq!(out.stdout, "yes\n");
+    assert_eq!(
+        out.stderr.trim(),
+        "Warning: the server doesn't have a resource type 'widgets'"
+    );
+    let rules = k.ok(&["auth", "can-i", "--list"]);
+    assert_table(
+        &rules,
+        &["Resources", "Non-Resource URLs", "Resource Names", "Verbs"],
+        &[&["*.*", "[]", "[]", "[*]"], &["[*]", "[]", "[*]"]],
+    );
+    // (A leading `*` in an expected cell is a pattern: the rule's cell, literally.)
+    assert!(
+        rules.lines().nth(1).is_some_and(|l| l.starts_with("*.* ")),
+        "{rules}"
+    );
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let review = write(
+        dir.path(),
+        "review.yaml",
+        "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec:\n  resourceAttributes:\n    verb: list\n    group: batch\n    resource: jobs\n",
+    );
+    // kubectl validates a kind without a PATCH operation in OpenAPI v3 on its side, with the
+    // `/openapi/v2` schemas kbatch does not serve: the server's validation is what counts.
+    let path = review.to_string_lossy().into_owned();
+    let v = k.json(&[
+        "create",
+        "--validate=false",
+        "--show-managed-fields",
+        "-f",
+        &path,
+    ]);
+    assert_eq!(v["status"], serde_json::json!({"allowed": true}));
+    assert_eq!(v["spec"]["resourceAttributes"]["resource"], "jobs");
+    assert_eq!(
+        v["metadata"]["managedFields"][0]["manager"],
+        "kubectl-create"
+    );
+    let empty = write(
+        dir.path(),
+        "empty.yaml",
+        "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec: {}\n",
+    );
+    let err = k.fails(&["create", "--validate=false", "-f", &empty.to_string_lossy()]);
+    assert!(
+        err.contains("spec.resourceAttributes: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified"),
+        "{err}"
+    );
 }
 
 /// A ConfigMap manifest with `app: <name>` and the given data lines.

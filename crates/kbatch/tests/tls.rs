@@ -89,6 +89,19 @@ async fn a_non_loopback_address_is_served_over_tls_with_a_token() {
         "stdout: {stdout}\nstderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The token's holder may do anything, and an access review says so.
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["auth", "can-i", "delete", "nodes"])
+        .output()
+        .expect("run kubectl");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "yes\n",
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // A restart keeps the CA and the token: kubeconfigs handed out before stay valid.
     let token = token_of(&server);

@@ -4,11 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
 
 use crate::field::{ErrorList, FieldError, Path, Value};
 use crate::names;
 
+mod authorization;
 mod config;
 mod cronjob;
 mod indexes;
@@ -19,6 +22,9 @@ mod pod;
 mod probe;
 pub mod render;
 
+pub use authorization::{
+    local_subject_access_review, self_subject_access_review, subject_access_review,
+};
 pub use config::{
     MAX_SECRET_SIZE, configmap_create, configmap_update, secret_create, secret_update,
 };
@@ -363,41 +369,48 @@ pub fn label_selector(selector: Option<&LabelSelector>, path: &Path) -> ErrorLis
     ));
     for (i, req) in sel.match_expressions.iter().flatten().enumerate() {
         let p = path.child("matchExpressions").index(i);
-        let values = req.values.as_deref().unwrap_or(&[]);
-        match req.operator.as_str() {
-            "In" | "NotIn" => {
-                if values.is_empty() {
-                    errs.push(FieldError::required(
-                        p.child("values"),
-                        "must be specified when `operator` is 'In' or 'NotIn'",
-                    ));
-                }
-            }
-            "Exists" | "DoesNotExist" => {
-                if !values.is_empty() {
-                    errs.push(FieldError::forbidden(
-                        p.child("values"),
-                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-                    ));
-                }
-            }
-            other => errs.push(FieldError::invalid(
-                p.child("operator"),
-                other,
-                "not a valid selector operator",
-            )),
-        }
-        qualified_name(&req.key, &p.child("key"), &mut errs);
-        for (j, v) in values.iter().enumerate() {
-            invalid_msgs(
-                &p.child("values").index(j),
-                v,
-                names::label_value(v),
-                &mut errs,
-            );
-        }
+        label_selector_requirement(req, false, &p, &mut errs);
     }
     errs
+}
+
+/// `ValidateLabelSelectorRequirement`; `allow_unknown_operator` is upstream's
+/// `AllowUnknownOperatorInRequirement` (the access reviews set it).
+pub(crate) fn label_selector_requirement(
+    req: &LabelSelectorRequirement,
+    allow_unknown_operator: bool,
+    p: &Path,
+    errs: &mut ErrorList,
+) {
+    let values = req.values.as_deref().unwrap_or(&[]);
+    match req.operator.as_str() {
+        "In" | "NotIn" => {
+            if values.is_empty() {
+                errs.push(FieldError::required(
+                    p.child("values"),
+                    "must be specified when `operator` is 'In' or 'NotIn'",
+                ));
+            }
+        }
+        "Exists" | "DoesNotExist" => {
+            if !values.is_empty() {
+                errs.push(FieldError::forbidden(
+                    p.child("values"),
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                ));
+            }
+        }
+        _ if allow_unknown_operator => {}
+        other => errs.push(FieldError::invalid(
+            p.child("operator"),
+            other,
+            "not a valid selector operator",
+        )),
+    }
+    qualified_name(&req.key, &p.child("key"), errs);
+    for (j, v) in values.iter().enumerate() {
+        invalid_msgs(&p.child("values").index(j), v, names::label_value(v), errs);
+    }
 }
 
 /// `LabelSelectorAsSelector(sel).Matches(labels)`: `None` when the selector does not convert

@@ -50,6 +50,15 @@ pub struct Target {
     reset: FieldSet,
 }
 
+/// An access review's Go zero value (`empty_object`): an empty spec, a status not allowed.
+fn review(kind: &'static str, meta: &Value) -> (&'static str, bool, Value) {
+    (
+        kind,
+        true,
+        json!({"metadata": meta, "spec": {}, "status": {"allowed": false}}),
+    )
+}
+
 fn field(name: &str) -> PathElement {
     PathElement::Field(name.to_string())
 }
@@ -136,6 +145,11 @@ impl Target {
                 ),
                 // The events.k8s.io view has no non-pointer structs of its own.
                 ("Event", false, json!({"metadata": meta})),
+                // The access reviews (authorization.k8s.io), never stored but tracked as
+                // upstream tracks every create.
+                review("SelfSubjectAccessReview", &meta),
+                review("SubjectAccessReview", &meta),
+                review("LocalSubjectAccessReview", &meta),
                 ("", false, json!({"metadata": meta})),
             ]
         });

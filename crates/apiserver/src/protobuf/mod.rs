@@ -376,6 +376,7 @@ fn decode_struct(ty: Ty, data: &[u8], depth: usize) -> Result<Value, ProtobufErr
         Ty::Quantity => Ok(quantity(data)?),
         Ty::IntOrString => Ok(int_or_string(data)?),
         Ty::FieldsV1 => Ok(fields_v1(data)?),
+        Ty::StringList => Ok(string_list(data)?),
         Ty::String | Ty::Bytes | Ty::Int32 | Ty::Int64 | Ty::Bool => {
             let mut r = Reader::new(data);
             Ok(read_scalar(ty, 2, &mut r)?)
@@ -469,6 +470,21 @@ fn fields_v1(data: &[u8]) -> Result<Value, ErrorKind> {
         None | Some([]) => Ok(Value::Null),
         Some(raw) => serde_json::from_slice(raw).map_err(|e| ErrorKind::FieldsV1(e.to_string())),
     }
+}
+
+/// A named `[]string` message {1: repeated string}. Go's generated code starts each map value
+/// as an empty slice, so an empty one is `[]`, not `null`.
+fn string_list(data: &[u8]) -> Result<Value, ErrorKind> {
+    let mut items = Vec::new();
+    let mut r = Reader::new(data);
+    while !r.done() {
+        let (num, wire) = r.key()?;
+        match num {
+            1 => items.push(Value::String(string(r.len_delimited(wire)?))),
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(Value::Array(items))
 }
 
 /// A cursor over protobuf wire data; every read is bounds-checked.

@@ -48,6 +48,9 @@ pub enum Ty {
     IntOrString,
     /// metav1.FieldsV1 {Raw}: the embedded JSON.
     FieldsV1,
+    /// A named `[]string` as a map value (authorization's ExtraValue): a message
+    /// {1: repeated string}, a JSON list.
+    StringList,
     Msg(&'static Msg),
 }
 

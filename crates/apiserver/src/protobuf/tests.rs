@@ -286,6 +286,48 @@ fn lease_event_and_delete_options() {
     );
 }
 
+/// The access reviews: the body kubectl 1.32 sent for `kubectl auth can-i create pods` (the
+/// JSON is Go's encoding of the review it built), and a SubjectAccessReview's `extra`, a map
+/// of string lists.
+#[test]
+fn access_review_bodies() {
+    let can_i = b64(
+        "azhzAAoyChdhdXRob3JpemF0aW9uLms4cy5pby92MRIXU2VsZlN1YmplY3RBY2Nlc3NSZXZpZXcSPwoQCgASABoAIgAqADIAOABCABIhCh8KB2RlZmF1bHQSBmNyZWF0ZRoAIgAqBHBvZHMyADoAGggIABIAGgAgABoAIgA=",
+    );
+    assert_eq!(
+        decode_object(&can_i).expect("self subject access review"),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+               "metadata": {"creationTimestamp": null},
+               "spec": {"resourceAttributes": {"namespace": "default", "verb": "create", "resource": "pods"}},
+               "status": {"allowed": false}})
+    );
+    let sar = envelope(
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        &[
+            go_meta(""),
+            m(
+                2,
+                &[
+                    m(2, &[s(1, "/metrics"), s(2, "get")]),
+                    s(3, "jane"),
+                    s(4, "dev"),
+                    entry(5, "scopes", m(2, &[s(1, "a"), s(1, "b")])),
+                    entry(5, "none", m(2, &[])),
+                ],
+            ),
+        ],
+    );
+    assert_eq!(
+        decode_object(&sar).expect("subject access review"),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+               "metadata": {"creationTimestamp": null},
+               "spec": {"nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+                        "user": "jane", "groups": ["dev"],
+                        "extra": {"scopes": ["a", "b"], "none": []}}})
+    );
+}
+
 /// ConfigMap and Secret bodies as `kubectl create configmap|secret` writes them: maps of
 /// strings, maps of bytes (base64 in JSON, any byte allowed, an entry without a value is
 /// empty), the secret type, and no `immutable` unless set.
