@@ -229,6 +229,9 @@ impl Call<'_> {
         self.place_namespace(review.metadata_mut())?;
         let mut out =
             serde_json::to_value(&review).map_err(|e| ApiError::internal(e.to_string()))?;
+        if let Some(msg) = crate::gojson::schema_of(API_VERSION, self.t.review.kind_name) {
+            crate::gojson::drop_omitted(&mut out, msg);
+        }
         let tracked = apply::Target::new(self.t.review.kind_name, API_VERSION, false);
         apply::track_create(&tracked, &mut out, self.manager, self.now);
         // Validated with its managedFields, which upstream's field manager set before: an

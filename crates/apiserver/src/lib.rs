@@ -10,6 +10,7 @@ pub mod error;
 pub mod event_ttl;
 pub mod events;
 pub mod gc;
+pub mod gojson;
 pub mod handlers;
 pub mod logs;
 mod object;

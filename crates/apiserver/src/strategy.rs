@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::protobuf::go_types::Msg as GoMsg;
 use crate::resources::{Kind, Resource};
 
 /// Which part of an object an update may change.
@@ -131,8 +132,15 @@ fn field_path(p: &serde_ignored::Path<'_>) -> String {
     }
 }
 
-fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
-    serde_json::to_value(k).map_err(|e| ApiError::internal(format!("encoding object: {e}")))
+/// The typed form as kube-apiserver would encode its Go struct: without the zero values
+/// Go's `omitempty` leaves out (`schema`, the kind's Go type, when kbatch has its table).
+fn encode<K: Serialize>(k: &K, schema: Option<&'static GoMsg>) -> Result<Value, ApiError> {
+    let mut v =
+        serde_json::to_value(k).map_err(|e| ApiError::internal(format!("encoding object: {e}")))?;
+    if let Some(msg) = schema {
+        crate::gojson::drop_omitted(&mut v, msg);
+    }
+    Ok(v)
 }
 
 /// Hands `track` the encoded object and returns the managedFields it computed, cleared from the
@@ -141,12 +149,13 @@ fn encode<K: Serialize>(k: &K) -> Result<Value, ApiError> {
 /// recorded its managers while merging) there is nothing to record.
 fn take_managed<K: Serialize + Metadata<Ty = ObjectMeta>>(
     k: &mut K,
+    schema: Option<&'static GoMsg>,
     track: Option<&mut dyn FnMut(Value) -> Option<Value>>,
 ) -> Result<Option<Value>, ApiError> {
     let Some(track) = track else {
         return Ok(None);
     };
-    let managed = track(encode(k)?);
+    let managed = track(encode(k, schema)?);
     k.metadata_mut().managed_fields = None;
     Ok(managed)
 }
@@ -172,8 +181,12 @@ fn decode_stored<K: DeserializeOwned + 'static>(res: &Resource, v: &Value) -> Re
     }
 }
 
-fn encode_with_managed<K: Serialize>(k: &K, managed: Option<Value>) -> Result<Value, ApiError> {
-    let mut out = encode(k)?;
+fn encode_with_managed<K: Serialize>(
+    k: &K,
+    schema: Option<&'static GoMsg>,
+    managed: Option<Value>,
+) -> Result<Value, ApiError> {
+    let mut out = encode(k, schema)?;
     if let Some(mf) = managed
         && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut)
     {
@@ -195,6 +208,8 @@ pub struct UpdateHooks<'a> {
 /// Runs typed hooks on JSON documents for one resource.
 pub struct Strategy {
     res: &'static Resource,
+    /// The kind's Go struct, for Go's encoding of the typed form.
+    schema: Option<&'static GoMsg>,
 }
 
 macro_rules! dispatch {
@@ -215,7 +230,10 @@ macro_rules! dispatch {
 
 impl Strategy {
     pub fn new(res: &'static Resource) -> Self {
-        Strategy { res }
+        Strategy {
+            res,
+            schema: crate::gojson::schema_of(&res.api_version(), res.kind_name),
+        }
     }
 
     /// Decode-time defaulting: type-checks the document and fills defaults. Returns the
@@ -273,7 +291,7 @@ impl Strategy {
         let mut unknown = Vec::new();
         let mut k: K = decode_tracking_unknown(self.res, &v, &mut unknown)?;
         (rules.default)(&mut k);
-        Ok((encode(&k)?, unknown))
+        Ok((encode(&k, self.schema)?, unknown))
     }
 
     fn t_create_pass<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>>(
@@ -289,7 +307,7 @@ impl Strategy {
         on_unknown(unknown)?;
         (rules.default)(&mut k);
         fill(k.metadata_mut())?;
-        let managed = take_managed(&mut k, track)?;
+        let managed = take_managed(&mut k, self.schema, track)?;
         (rules.prepare_create)(&mut k);
         let errs = (rules.validate_create)(&k);
         if !errs.is_empty() {
@@ -301,7 +319,7 @@ impl Strategy {
                 &errs,
             ));
         }
-        encode_with_managed(&k, managed)
+        encode_with_managed(&k, self.schema, managed)
     }
 
     fn t_update_pass<K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta> + 'static>(
@@ -320,8 +338,18 @@ impl Strategy {
         let o: K = decode_stored(self.res, old)?;
         (hooks.fill)(k.metadata_mut(), o.metadata())?;
         self.prepare_validate_update(rules, &mut k, &o, part, &new)?;
-        let mut out = encode_with_managed(&k, kept)?;
+        let mut out = encode_with_managed(&k, self.schema, kept)?;
         if let Some(track) = hooks.track {
+            // `managedFields: []` asks for a reset, which the field manager sees before Go's
+            // encoding would drop the empty list.
+            if k.metadata()
+                .managed_fields
+                .as_ref()
+                .is_some_and(Vec::is_empty)
+                && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                m.insert("managedFields".into(), Value::Array(Vec::new()));
+            }
             track(&mut out);
         }
         Ok(out)

@@ -106,6 +106,23 @@ async fn self_subject_access_reviews_are_allowed() {
         json!({"f:spec": {"f:resourceAttributes": {".": {}, "f:namespace": {}, "f:resource": {}, "f:verb": {}}}})
     );
 
+    // An empty optional field is dropped, as Go's encoding of the review drops it.
+    let r = post(
+        &app,
+        SSAR,
+        ssar(
+            json!({"resourceAttributes": {"verb": "list", "group": "", "resource": "pods",
+                                           "subresource": ""}}),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["status"], json!({"allowed": true}));
+    assert_eq!(
+        r.body["spec"],
+        json!({"resourceAttributes": {"verb": "list", "resource": "pods"}})
+    );
+
     let r = post(
         &app,
         SSAR,

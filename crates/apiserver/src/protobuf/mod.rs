@@ -22,6 +22,24 @@
 mod schema;
 mod schema_types;
 
+/// The Go type tables, for Go's JSON encoding rules outside protobuf (`crate::gojson`).
+pub(crate) mod go_types {
+    pub use super::schema_types::{Card, Field, Msg, Ty};
+
+    /// The table of `kind` in `api_version`.
+    pub fn root(api_version: &str, kind: &str) -> Option<&'static Msg> {
+        super::schema::ROOTS
+            .iter()
+            .find(|(av, k, _)| *k == kind && (*av == "*" || *av == api_version))
+            .map(|(_, _, m)| *m)
+    }
+
+    /// Every kind's table.
+    pub fn roots() -> impl Iterator<Item = &'static Msg> {
+        super::schema::ROOTS.iter().map(|(_, _, m)| *m)
+    }
+}
+
 use std::borrow::Cow;
 
 use base64::Engine;
