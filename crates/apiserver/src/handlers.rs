@@ -883,6 +883,12 @@ async fn update_checked(
             return object_response(res, StatusCode::OK, &cur);
         }
         if dry_run {
+            // Nothing is stored, so the object keeps the resourceVersion it was sent with (a
+            // patched object the stored one's), as upstream's dry-run storage returns it.
+            let mut new = new;
+            if let Some(rv) = doc_rv {
+                meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
+            }
             return Ok(value_response(res, StatusCode::OK, new));
         }
         // The last finalizer of an object being deleted is gone: the update completes the delete.

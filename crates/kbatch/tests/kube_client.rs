@@ -515,6 +515,12 @@ async fn generate_name_and_dry_run() {
         )
         .await
         .expect("dry-run patch");
+    // Not stored: the patched object keeps the stored resourceVersion, as upstream's.
+    let stored = jobs.get(&na).await.expect("the job");
+    assert_eq!(
+        p.metadata.resource_version,
+        stored.metadata.resource_version
+    );
     assert_eq!(
         p.metadata
             .labels
