@@ -8,6 +8,7 @@
 //! a field without `omitempty` keeps it (`restartCount: 0`), and structs are never dropped.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
@@ -27,13 +28,32 @@ pub fn drop_omitted(v: &mut Value, msg: &'static Msg) {
     }
 }
 
-/// JSON name → field, for each struct (inlined structs' fields included), built once.
-type Index = HashMap<usize, HashMap<&'static str, &'static Field>>;
+/// Each struct's fields (inlined structs' fields included) sorted by JSON name, built once: an
+/// object's keys come in that order too, so the two are walked side by side.
+type Index = HashMap<usize, Vec<&'static Field>, BuildHasherDefault<AddressHasher>>;
+
+/// Hashes a table's address: distinct, aligned addresses need no more than a multiply.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 fn index() -> &'static Index {
     static INDEX: OnceLock<Index> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let mut all = Index::new();
+        let mut all = Index::default();
         for msg in crate::protobuf::go_types::roots() {
             add(&mut all, msg);
         }
@@ -49,8 +69,9 @@ fn add(all: &mut Index, msg: &'static Msg) {
     if all.contains_key(&key(msg)) {
         return;
     }
-    let mut fields = HashMap::new();
+    let mut fields = Vec::new();
     collect(msg, &mut fields);
+    fields.sort_by_key(|f| f.json);
     all.insert(key(msg), fields);
     for f in msg.fields {
         if let Ty::Msg(m) = f.ty {
@@ -59,28 +80,51 @@ fn add(all: &mut Index, msg: &'static Msg) {
     }
 }
 
-/// `msg`'s fields by JSON name, with an inlined struct's fields in its parent's place.
-fn collect(msg: &'static Msg, into: &mut HashMap<&'static str, &'static Field>) {
+/// `msg`'s fields, with an inlined struct's fields in its parent's place.
+fn collect(msg: &'static Msg, into: &mut Vec<&'static Field>) {
     for f in msg.fields {
         match f.ty {
             Ty::Msg(m) if f.inline => collect(m, into),
-            _ => {
-                into.insert(f.json, f);
+            _ => into.push(f),
+        }
+    }
+}
+
+/// The field named `name`: the next ones in `fields` from `*at` when keys come in order (a
+/// map's do), else by binary search.
+fn find(fields: &[&'static Field], at: &mut usize, name: &str) -> Option<&'static Field> {
+    while let Some(f) = fields.get(*at) {
+        match f.json.cmp(name) {
+            std::cmp::Ordering::Less => *at += 1,
+            std::cmp::Ordering::Equal => return Some(f),
+            std::cmp::Ordering::Greater => {
+                return match fields.binary_search_by(|f| f.json.cmp(name)) {
+                    Ok(i) => fields.get(i).copied(),
+                    Err(_) => None,
+                };
             }
         }
     }
+    fields
+        .binary_search_by(|f| f.json.cmp(name))
+        .ok()
+        .and_then(|i| fields.get(i).copied())
 }
 
 fn prune(obj: &mut Map<String, Value>, msg: &'static Msg) {
     let Some(fields) = index().get(&key(msg)) else {
         return;
     };
-    obj.retain(|name, v| {
-        let Some(f) = fields.get(name.as_str()) else {
-            return true;
+    let mut at = 0;
+    // Zero values are rare: they are collected and removed after the walk.
+    let mut dropped = Vec::new();
+    for (name, v) in obj.iter_mut() {
+        let Some(f) = find(fields, &mut at, name) else {
+            continue;
         };
         if !f.keep_zero && is_go_zero(f, v) {
-            return false;
+            dropped.push(name.clone());
+            continue;
         }
         if let Ty::Msg(m) = f.ty {
             match (f.card, v) {
@@ -98,8 +142,10 @@ fn prune(obj: &mut Map<String, Value>, msg: &'static Msg) {
                 _ => {}
             }
         }
-        true
-    });
+    }
+    for name in dropped {
+        obj.remove(&name);
+    }
 }
 
 /// The value Go's `omitempty` drops for this field's type: empty slices and maps (and null,
@@ -180,6 +226,36 @@ mod tests {
                               "uncountedTerminatedPods": {}},
                    "spec": {"parallelism": 0, "suspend": false}})
         );
+    }
+
+    #[test]
+    fn fields_are_found_in_order_and_out_of_it() {
+        let pod = schema_of("v1", "Pod").expect("the Pod table");
+        let meta = pod
+            .fields
+            .iter()
+            .find_map(|f| match f.ty {
+                Ty::Msg(m) if f.json == "metadata" => Some(m),
+                _ => None,
+            })
+            .expect("metadata");
+        let fields = &index()[&key(meta)];
+        let mut at = 0;
+        for (name, found) in [
+            ("annotations", true),
+            ("labels", true),
+            ("name", true),
+            ("generateName", true),
+            ("nope", false),
+            ("uid", true),
+            ("annotations", true),
+        ] {
+            assert_eq!(
+                find(fields, &mut at, name).map(|f| f.json),
+                found.then_some(name),
+                "{name}"
+            );
+        }
     }
 
     #[test]
