@@ -192,26 +192,6 @@ impl Call<'_> {
         Ok((k, warnings))
     }
 
-    /// The object's namespace is the URL's (upstream's
-    /// `EnsureObjectNamespaceMatchesRequestNamespace`): set when missing, cleared on a
-    /// cluster-scoped review, a conflict refused.
-    fn place_namespace(&self, meta: &mut ObjectMeta) -> Result<(), ApiError> {
-        let Some(url_ns) = &self.t.namespace else {
-            meta.namespace = None;
-            return Ok(());
-        };
-        match meta.namespace.as_deref() {
-            None | Some("") => meta.namespace = Some(url_ns.clone()),
-            Some(ns) if ns == url_ns => {}
-            Some(_) => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-        }
-        Ok(())
-    }
-
     /// An access review: the request as decoded (unknown fields dropped), its managedFields
     /// recorded as for any create, validated, and its status: allowed. AlwaysAllow gives no
     /// reason and no error of its own, so `denied`, `reason` and `evaluationError` stay out
@@ -226,7 +206,7 @@ impl Call<'_> {
         K: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>,
     {
         let (mut review, warnings): (K, _) = self.decode(doc)?;
-        self.place_namespace(review.metadata_mut())?;
+        handlers::place_namespace(review.metadata_mut(), self.t.namespace.as_deref())?;
         let mut out =
             serde_json::to_value(&review).map_err(|e| ApiError::internal(e.to_string()))?;
         if let Some(msg) = crate::gojson::schema_of(API_VERSION, self.t.review.kind_name) {

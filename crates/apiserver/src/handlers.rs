@@ -633,6 +633,26 @@ async fn create_doc(
     Err(ApiError::internal("name generation did not converge"))
 }
 
+/// The object's namespace is the URL's (upstream's
+/// `EnsureObjectNamespaceMatchesRequestNamespace`): set when missing, a conflict refused;
+/// cleared for a cluster-scoped kind (`url_ns` None).
+pub(crate) fn place_namespace(m: &mut ObjectMeta, url_ns: Option<&str>) -> Result<(), ApiError> {
+    let Some(url_ns) = url_ns else {
+        m.namespace = None;
+        return Ok(());
+    };
+    match m.namespace.as_deref() {
+        None | Some("") => m.namespace = Some(url_ns.to_string()),
+        Some(ns) if ns == url_ns => {}
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The server's part of a new object's metadata: no client resourceVersion, the namespace from
 /// the URL, system fields wiped and set, a name generated from generateName.
 fn fill_create_meta(
@@ -649,19 +669,7 @@ fn fill_create_meta(
             "resourceVersion should not be set on objects to be created",
         ));
     }
-    if namespaced {
-        match m.namespace.as_deref() {
-            None | Some("") => m.namespace = Some(url_ns.to_string()),
-            Some(ns) if ns == url_ns => {}
-            Some(_) => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-        }
-    } else {
-        m.namespace = None;
-    }
+    place_namespace(m, namespaced.then_some(url_ns))?;
     m.deletion_timestamp = None;
     m.deletion_grace_period_seconds = None;
     m.uid = Some(uuid::Uuid::new_v4().to_string());

@@ -166,10 +166,10 @@ pub async fn run(
                 go_quote(&output)
             ))
         }
-        Hook::Run(action) => Err(run::run_once(&action, limit_or_none)
-            .await
-            .error
-            .unwrap_or_else(|| "Cannot run handler".to_string())),
+        // `resolve` builds only exec and httpGet actions.
+        Hook::Run(Action::Tcp { .. } | Action::Unsupported(_)) => {
+            Err("Cannot run handler: invalid handler".to_string())
+        }
     }
 }
 

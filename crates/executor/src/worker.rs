@@ -261,9 +261,6 @@ struct Active {
     kill_at: Option<Instant>,
     /// The preStop hook of this run: started (true) before the stop signal, which waits for it.
     pre_stop: Option<bool>,
-    /// The postStart hook of this run is running: until it is done the container is reported
-    /// as before its start, is not probed, and the pod's next container does not start.
-    post_start: bool,
     /// The run's exit, when it came while its postStart hook ran: taken in once the hook is done
     /// (kubelet sees it on its next sync, after the hook).
     held_exit: Option<Option<Exit>>,
@@ -303,8 +300,10 @@ struct Slot {
     has_pre_stop: bool,
     /// It has a postStart hook, run after each start (process runtime only).
     has_post_start: bool,
-    /// While a postStart hook runs: the record as it was before the start, which is what is
-    /// reported (kubelet writes no status for the pod until the hook is done).
+    /// Set exactly while the current run's postStart hook runs: the record as it was before
+    /// the start, which is what is reported (kubelet writes no status for the pod until the
+    /// hook is done); meanwhile the container is not probed and the pod's next container does
+    /// not start.
     shown: Option<ContainerRecord>,
     /// The failed postStart hook's message, the waiting reason's message if it restarts.
     post_start_error: Option<String>,
@@ -313,7 +312,7 @@ struct Slot {
 impl Slot {
     /// Its postStart hook is running.
     fn hook_running(&self) -> bool {
-        self.active.as_ref().is_some_and(|a| a.post_start)
+        self.shown.is_some()
     }
 
     /// Past its startup probe (or it has none).
@@ -937,7 +936,7 @@ impl Worker {
             let Some(run) = slot
                 .active
                 .as_ref()
-                .filter(|a| !a.term_sent && !a.post_start)
+                .filter(|a| !a.term_sent && !slot.hook_running())
                 .map(|a| a.run)
             else {
                 continue;
@@ -1020,14 +1019,12 @@ impl Worker {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
-        let Some(a) = slot
-            .active
-            .as_mut()
-            .filter(|a| a.run == run && a.post_start)
-        else {
+        if !slot.hook_running() {
+            return;
+        }
+        let Some(a) = slot.active.as_mut().filter(|a| a.run == run) else {
             return;
         };
-        a.post_start = false;
         slot.shown = None;
         let held = a.held_exit.take();
         if let Err(message) = result {
@@ -1056,12 +1053,11 @@ impl Worker {
     fn abandon_post_start_hooks(&mut self) {
         let mut held = Vec::new();
         for (i, slot) in self.slots.iter_mut().enumerate() {
-            if let Some(a) = slot.active.as_mut().filter(|a| a.post_start) {
-                a.post_start = false;
-                slot.shown = None;
-                if let Some(exit) = a.held_exit.take() {
-                    held.push((i, a.run, exit));
-                }
+            if slot.shown.take().is_some()
+                && let Some(a) = slot.active.as_mut()
+                && let Some(exit) = a.held_exit.take()
+            {
+                held.push((i, a.run, exit));
             }
         }
         for (i, run, exit) in held {
@@ -1248,7 +1244,6 @@ impl Worker {
                     kill_sent: false,
                     kill_at: None,
                     pre_stop: None,
-                    post_start: before.is_some(),
                     held_exit: None,
                 });
                 slot.shown = before;
@@ -1297,8 +1292,9 @@ impl Worker {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
+        let hook_running = slot.hook_running();
         match slot.active.as_mut() {
-            Some(a) if a.run == run && a.post_start => {
+            Some(a) if a.run == run && hook_running => {
                 a.held_exit = Some(exit);
                 return;
             }
@@ -1365,32 +1361,33 @@ impl Worker {
             let delay = slot.backoff.delay_after_exit(exited);
             let since_exit = exited.elapsed();
             slot.restart_at = Some(Instant::now() + delay.saturating_sub(since_exit));
-            // kubelet reports why the last start failed until the next one (its reason cache),
-            // unless a back-off says more.
-            if let (Some(message), true) = (hook_error, delay.is_zero())
-                && let RunState::Terminated(t) = &slot.record.state
-            {
-                slot.record.last = Some(t.clone());
-                slot.record.state = RunState::Waiting {
-                    reason: REASON_POST_START_HOOK_ERROR.to_string(),
-                    message: Some(message),
-                };
-            }
-            if !delay.is_zero()
-                && let RunState::Terminated(t) = &slot.record.state
-            {
-                slot.record.last = Some(t.clone());
-                events.back_off(&pod, &slot.record.name, slot.init);
-                slot.record.state = RunState::Waiting {
-                    reason: "CrashLoopBackOff".to_string(),
-                    message: Some(format!(
+            // Waiting until the restart: in back-off, or with why the last start failed
+            // (kubelet's reason cache keeps it until the next start).
+            let waiting = if delay.is_zero() {
+                hook_error.map(|message| (REASON_POST_START_HOOK_ERROR.to_string(), message))
+            } else {
+                Some((
+                    "CrashLoopBackOff".to_string(),
+                    format!(
                         "back-off {} restarting failed container={} pod={}_{}({})",
                         go_string(delay),
                         slot.record.name,
                         pod_name,
                         ns,
                         uid
-                    )),
+                    ),
+                ))
+            };
+            if let Some((reason, message)) = waiting
+                && let RunState::Terminated(t) = &slot.record.state
+            {
+                slot.record.last = Some(t.clone());
+                if !delay.is_zero() {
+                    events.back_off(&pod, &slot.record.name, slot.init);
+                }
+                slot.record.state = RunState::Waiting {
+                    reason,
+                    message: Some(message),
                 };
             }
         } else if slot.init && !slot.sidecar && exit_code != 0 {
