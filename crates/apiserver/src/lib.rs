@@ -15,6 +15,7 @@ pub mod handlers;
 pub mod logs;
 mod object;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod protobuf;
 pub mod request;
 pub mod request_metrics;
@@ -264,6 +265,10 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
                 body,
             )
                 .into_response();
+        }
+        "/openapi/v2" => {
+            let resp = openapi_v2::serve(&method, req.headers());
+            return counted(NonResource::OpenApiV2, resp);
         }
         "/openapi/v3" => {
             let resp = json_response(StatusCode::OK, &openapi::root());

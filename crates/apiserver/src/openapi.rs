@@ -1,8 +1,9 @@
 //! OpenAPI v3 documents for the served group-versions: the root index and one document per
 //! group-version, with the operations, their `x-kubernetes-group-version-kind` and the query
 //! parameters clients look for (kubectl's validation needs `fieldValidation` on PATCH), and
-//! the schemas of the kinds (for `kubectl explain`). The schemas come from the k8s-openapi
-//! types, generated into `openapi/schemas.json` by `scripts/gen-openapi-schemas.sh`.
+//! the schemas of the kinds (for `kubectl explain`), with upstream's patch, list and map
+//! extensions (`markers`). The schemas come from the k8s-openapi types, generated into
+//! `openapi/schemas.json` by `scripts/gen-openapi-schemas.sh`.
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -12,8 +13,10 @@ use serde_json::{Map, Value, json};
 use crate::error::ApiError;
 use crate::resources::{GROUPS, RESOURCES, Resource};
 
+pub(crate) mod markers;
+
 /// Every served group-version as its OpenAPI path key (`api/v1`, `apis/batch/v1`).
-fn group_versions() -> Vec<(String, &'static str, &'static str)> {
+pub(crate) fn group_versions() -> Vec<(String, &'static str, &'static str)> {
     let mut out = vec![("api/v1".to_string(), "", "v1")];
     out.extend(
         GROUPS
@@ -23,8 +26,8 @@ fn group_versions() -> Vec<(String, &'static str, &'static str)> {
     out
 }
 
-/// FNV-1a: a stable content hash for the `?hash=` cache key.
-fn hash(bytes: &[u8]) -> String {
+/// FNV-1a: a stable content hash for the `?hash=` cache key (and `/openapi/v2`'s ETag).
+pub(crate) fn hash(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in bytes {
         h ^= u64::from(*b);
@@ -70,7 +73,7 @@ pub fn for_path(key: &str) -> Result<&'static Value, ApiError> {
 }
 
 /// The generated schemas, keyed by upstream definition name.
-fn all_schemas() -> &'static Map<String, Value> {
+pub(crate) fn all_schemas() -> &'static Map<String, Value> {
     static SCHEMAS: OnceLock<Map<String, Value>> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         // Generated and checked in: a parse failure is a build defect, caught by the tests.
@@ -78,13 +81,34 @@ fn all_schemas() -> &'static Map<String, Value> {
     })
 }
 
-/// Upstream's definition name of a served kind: `io.k8s.api.<group's first label>.<v>.<Kind>`.
-fn definition_name(r: &Resource) -> String {
-    let package = match r.group {
+/// The generated schemas with upstream's patch, list and map extensions (`markers`), which
+/// schemars does not know.
+pub(crate) fn annotated_schemas() -> &'static Map<String, Value> {
+    static SCHEMAS: OnceLock<Map<String, Value>> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        let mut all = all_schemas().clone();
+        markers::annotate(&mut all);
+        all
+    })
+}
+
+/// The Go package of a group as upstream names definitions and tags (`core`, `batch`,
+/// `events` for events.k8s.io).
+pub(crate) fn package(group: &str) -> &str {
+    match group {
         "" => "core",
         g => g.split('.').next().unwrap_or(g),
-    };
-    format!("io.k8s.api.{package}.{}.{}", r.version, r.kind_name)
+    }
+}
+
+/// Upstream's definition name of a served kind: `io.k8s.api.<group's first label>.<v>.<Kind>`.
+pub(crate) fn definition_name(r: &Resource) -> String {
+    format!(
+        "io.k8s.api.{}.{}.{}",
+        package(r.group),
+        r.version,
+        r.kind_name
+    )
 }
 
 /// Names of the definitions `schema` refers to.
@@ -106,7 +130,7 @@ fn refs(schema: &Value, out: &mut Vec<String>) {
 /// The schemas of the kinds of one group-version and everything they reference; each kind
 /// carries its `x-kubernetes-group-version-kind`, which is how kubectl finds it.
 fn schemas_for(resources: &[&Resource]) -> Map<String, Value> {
-    let all = all_schemas();
+    let all = annotated_schemas();
     let mut todo: Vec<String> = resources.iter().map(|r| definition_name(r)).collect();
     let mut seen = BTreeSet::new();
     while let Some(name) = todo.pop() {
@@ -128,63 +152,114 @@ fn schemas_for(resources: &[&Resource]) -> Map<String, Value> {
     out
 }
 
-fn param(name: &str, location: &str, description: &str) -> Value {
-    let required = location == "path";
-    json!({"name": name, "in": location, "description": description, "required": required, "schema": {"type": "string", "uniqueItems": true}})
+/// A query parameter of an operation.
+#[derive(Debug, Clone)]
+pub(crate) struct Param {
+    pub(crate) name: &'static str,
+    pub(crate) description: &'static str,
+    /// The JSON type (`string`, `boolean`).
+    pub(crate) ty: &'static str,
+}
+
+/// One operation of a served path, in neither version's form: `/openapi/v3` and
+/// `/openapi/v2` render the same list.
+#[derive(Debug, Clone)]
+pub(crate) struct Operation {
+    /// The HTTP method in lower case, as the path item's key.
+    pub(crate) method: &'static str,
+    /// `x-kubernetes-action`.
+    pub(crate) action: &'static str,
+    pub(crate) id: String,
+    pub(crate) description: String,
+    pub(crate) gvk: Value,
+    pub(crate) params: Vec<Param>,
+}
+
+/// A served path and its operations.
+#[derive(Debug, Clone)]
+pub(crate) struct PathItem {
+    pub(crate) path: String,
+    pub(crate) kind: &'static str,
+    /// The kind's definition name (the access reviews have no schema here).
+    pub(crate) definition: String,
+    pub(crate) namespaced: bool,
+    pub(crate) named: bool,
+    pub(crate) ops: Vec<Operation>,
+}
+
+fn param(name: &'static str, description: &'static str) -> Param {
+    Param {
+        name,
+        description,
+        ty: if name == "force" { "boolean" } else { "string" },
+    }
 }
 
 fn gvk(r: &Resource) -> Value {
     json!({"group": r.group, "version": r.version, "kind": r.kind_name})
 }
 
-fn op(r: &Resource, action: &str, verb: &str, sub: &str, write: bool) -> Value {
-    op_for(gvk(r), r.version, r.kind_name, action, verb, sub, write)
+fn op(
+    r: &Resource,
+    method: &'static str,
+    action: &'static str,
+    verb: &str,
+    sub: &str,
+    write: bool,
+) -> Operation {
+    op_for(
+        gvk(r),
+        r.version,
+        r.kind_name,
+        method,
+        action,
+        verb,
+        sub,
+        write,
+    )
 }
 
 /// `op` for a kind by name (the access reviews are not stored resources).
+#[allow(clippy::too_many_arguments)]
 fn op_for(
     gvk: Value,
     version: &str,
     kind: &str,
-    action: &str,
+    method: &'static str,
+    action: &'static str,
     verb: &str,
     sub: &str,
     write: bool,
-) -> Value {
+) -> Operation {
     let mut params = vec![param(
         "pretty",
-        "query",
         "If 'true', then the output is pretty printed.",
     )];
     if write {
         params.push(param(
             "dryRun",
-            "query",
             "When present, indicates that modifications should not be persisted.",
         ));
-        params.push(param("fieldManager", "query", "fieldManager is a name associated with the actor or entity that is making these changes."));
+        params.push(param("fieldManager", "fieldManager is a name associated with the actor or entity that is making these changes."));
         params.push(param(
             "fieldValidation",
-            "query",
             "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore - Warn - Strict",
         ));
     }
     if verb == "patch" {
         params.push(param(
             "force",
-            "query",
             "Force is going to \"force\" Apply requests.",
         ));
     }
-    let id = format!("{verb}{}{kind}{sub}", capitalize(version));
-    json!({
-        "description": format!("{action} {kind}"),
-        "operationId": id,
-        "parameters": params,
-        "responses": {"200": {"description": "OK"}, "401": {"description": "Unauthorized"}},
-        "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": gvk,
-    })
+    Operation {
+        method,
+        action,
+        id: format!("{verb}{}{kind}{sub}", capitalize(version)),
+        description: format!("{action} {kind}"),
+        gvk,
+        params,
+    }
 }
 
 fn capitalize(s: &str) -> String {
@@ -195,62 +270,91 @@ fn capitalize(s: &str) -> String {
     }
 }
 
-fn document(group: &str, version: &str) -> Value {
+/// The served resources of one group-version.
+fn served(group: &str, version: &str) -> Vec<&'static Resource> {
+    RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .collect()
+}
+
+/// The paths of one group-version and their operations.
+pub(crate) fn path_items(group: &str, version: &str) -> Vec<PathItem> {
     let prefix = if group.is_empty() {
         format!("/api/{version}")
     } else {
         format!("/apis/{group}/{version}")
     };
-    let mut paths = Map::new();
-    let served: Vec<&Resource> = RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-        .collect();
-    for r in served.iter().copied() {
+    let mut items = Vec::new();
+    for r in served(group, version) {
         let base = if r.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
         } else {
             format!("{prefix}/{}", r.plural)
         };
-        paths.insert(
+        let item = |path: String, named: bool, namespaced: bool, ops: Vec<Operation>| PathItem {
+            path,
+            kind: r.kind_name,
+            definition: definition_name(r),
+            namespaced,
+            named,
+            ops,
+        };
+        items.push(item(
             base.clone(),
-            json!({
-                "get": op(r, "list", "list", "", false),
-                "post": op(r, "post", "create", "", true),
-                "delete": op(r, "deletecollection", "deletecollection", "", false),
-            }),
-        );
-        paths.insert(
+            false,
+            r.namespaced,
+            vec![
+                op(r, "get", "list", "list", "", false),
+                op(r, "post", "post", "create", "", true),
+                op(
+                    r,
+                    "delete",
+                    "deletecollection",
+                    "deletecollection",
+                    "",
+                    false,
+                ),
+            ],
+        ));
+        items.push(item(
             format!("{base}/{{name}}"),
-            json!({
-                "get": op(r, "get", "read", "", false),
-                "put": op(r, "put", "replace", "", true),
-                "patch": op(r, "patch", "patch", "", true),
-                "delete": op(r, "delete", "delete", "", false),
-            }),
-        );
+            true,
+            r.namespaced,
+            vec![
+                op(r, "get", "get", "read", "", false),
+                op(r, "put", "put", "replace", "", true),
+                op(r, "patch", "patch", "patch", "", true),
+                op(r, "delete", "delete", "delete", "", false),
+            ],
+        ));
         if r.has_subresource("status") {
-            paths.insert(
+            items.push(item(
                 format!("{base}/{{name}}/status"),
-                json!({
-                    "get": op(r, "get", "read", "Status", false),
-                    "put": op(r, "put", "replace", "Status", true),
-                    "patch": op(r, "patch", "patch", "Status", true),
-                }),
-            );
+                true,
+                r.namespaced,
+                vec![
+                    op(r, "get", "get", "read", "Status", false),
+                    op(r, "put", "put", "replace", "Status", true),
+                    op(r, "patch", "patch", "patch", "Status", true),
+                ],
+            ));
         }
         if r.namespaced {
-            paths.insert(
+            items.push(item(
                 format!("{prefix}/{}", r.plural),
-                json!({"get": op(r, "list", "list", "ForAllNamespaces", false)}),
-            );
+                false,
+                false,
+                vec![op(r, "get", "list", "list", "ForAllNamespaces", false)],
+            ));
         }
     }
     // The access reviews: a create each, as upstream lists them. Their schemas are not in
     // `schemas.json`: nothing needs them (`kubectl auth can-i` sends no manifest; `kubectl
     // create -f` of a review finds no PATCH operation to learn that the server validates
-    // fields, and wants the `/openapi/v2` schemas, which this server does not serve, unless
-    // given `--validate=false`).
+    // fields, and validates on the client with the `/openapi/v2` schemas, where a kind they
+    // do not describe sends kubectl looking for a CRD, which fails unless given
+    // `--validate=false`).
     for r in crate::authorization::reviews_of(group, version) {
         let path = if r.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
@@ -258,16 +362,61 @@ fn document(group: &str, version: &str) -> Value {
             format!("{prefix}/{}", r.plural)
         };
         let gvk = json!({"group": group, "version": version, "kind": r.kind_name});
-        paths.insert(
+        items.push(PathItem {
             path,
-            json!({"post": op_for(gvk, version, r.kind_name, "post", "create", "", true)}),
-        );
+            kind: r.kind_name,
+            definition: format!("io.k8s.api.{}.{version}.{}", package(group), r.kind_name),
+            namespaced: r.namespaced,
+            named: false,
+            ops: vec![op_for(
+                gvk,
+                version,
+                r.kind_name,
+                "post",
+                "post",
+                "create",
+                "",
+                true,
+            )],
+        });
+    }
+    items
+}
+
+/// An operation in OpenAPI v3 form.
+fn v3_operation(o: &Operation) -> Value {
+    let params: Vec<Value> = o
+        .params
+        .iter()
+        .map(|p| {
+            json!({"name": p.name, "in": "query", "description": p.description, "required": false, "schema": {"type": p.ty, "uniqueItems": true}})
+        })
+        .collect();
+    json!({
+        "description": o.description,
+        "operationId": o.id,
+        "parameters": params,
+        "responses": {"200": {"description": "OK"}, "401": {"description": "Unauthorized"}},
+        "x-kubernetes-action": o.action,
+        "x-kubernetes-group-version-kind": o.gvk,
+    })
+}
+
+fn document(group: &str, version: &str) -> Value {
+    let mut paths = Map::new();
+    for item in path_items(group, version) {
+        let ops: Map<String, Value> = item
+            .ops
+            .iter()
+            .map(|o| (o.method.to_string(), v3_operation(o)))
+            .collect();
+        paths.insert(item.path, Value::Object(ops));
     }
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": format!("v{}.{}.0", crate::discovery::MAJOR, crate::discovery::MINOR)},
         "paths": paths,
-        "components": {"schemas": schemas_for(&served)},
+        "components": {"schemas": schemas_for(&served(group, version))},
     })
 }
 

@@ -87,6 +87,8 @@ pub struct RequestLabels {
 pub enum NonResource<'a> {
     /// `/healthz`, `/livez`, `/readyz` (the health handlers' own path; component "").
     Health(&'a str),
+    /// `/openapi/v2` (subresource `/openapi/v2`, component "").
+    OpenApiV2,
     /// `/openapi/v3` (subresource `openapi/v3`, component "").
     OpenApiRoot,
     /// `/openapi/v3/...` (subresource `openapi/v3/`, component "").
@@ -212,6 +214,7 @@ impl RequestLabels {
     ) -> RequestLabels {
         let (subresource, component) = match endpoint {
             NonResource::Health(path) => (path, ""),
+            NonResource::OpenApiV2 => ("/openapi/v2", ""),
             NonResource::OpenApiRoot => ("openapi/v3", ""),
             NonResource::OpenApiGroupVersion => ("openapi/v3/", ""),
             NonResource::AggregatedDiscovery(path) => (path, COMPONENT),

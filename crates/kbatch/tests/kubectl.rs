@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -108,19 +108,7 @@ impl<'a> Kubectl<'a> {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        if stdin.is_some() {
-            cmd.stdin(Stdio::piped());
-        }
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("kubectl is needed on PATH for this test: {e}"));
-        if let Some(input) = stdin {
-            let mut pipe = child.stdin.take().expect("kubectl stdin");
-            pipe.write_all(input.as_bytes())
-                .expect("write kubectl stdin");
-        }
-        let out = child.wait_with_output().expect("wait for kubectl");
+        let out = common::run_captured(cmd, stdin);
         Out {
             ok: out.status.success(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1273,7 +1261,8 @@ async fn auth_can_i() {
         "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec:\n  resourceAttributes:\n    verb: list\n    group: batch\n    resource: jobs\n",
     );
     // kubectl validates a kind without a PATCH operation in OpenAPI v3 on its side, with the
-    // `/openapi/v2` schemas kbatch does not serve: the server's validation is what counts.
+    // `/openapi/v2` schemas, which have none for the access reviews: the server's validation
+    // is what counts.
     let path = review.to_string_lossy().into_owned();
     let v = k.json(&[
         "create",

@@ -2,15 +2,17 @@
 //!
 //! Upstream's strategic merge patch reads the `patchStrategy`/`patchMergeKey` struct tags of
 //! the Go types (not the `+listType` markers, which drive server-side apply and sometimes
-//! disagree: Job conditions are `listType=atomic` yet merge by `type` here). The table below
-//! copies those tags from k8s.io/api core/v1, batch/v1, coordination/v1 and apimachinery
-//! meta/v1. Only fields on the way to a `merge` list need an entry: anything not listed
-//! behaves as the schema-less default (maps merge, lists are replaced), which is also what
-//! upstream does for every untagged field. A few atomic lists are listed anyway to record that
-//! they are atomic on purpose.
+//! disagree: Job conditions are `listType=atomic` yet merge by `type` here). The tags are in
+//! `openapi::markers`, the table the OpenAPI documents publish them from, so that a client
+//! computing a patch from `/openapi/v2` and this server applying it agree; each kind's tree
+//! is derived from it along the references of the kind's schema. Only fields on the way to a
+//! `merge` list are kept: anything else behaves as the schema-less default (maps merge, lists
+//! are replaced), which is also what upstream does for every untagged field.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock};
+
+use crate::openapi::markers::{self, Shape};
 
 /// How a list field is patched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -22,7 +24,6 @@ pub(crate) enum Strategy {
     Merge(Option<&'static str>),
     /// `patchStrategy:"replace"`: the patch value replaces the field, maps included. None of
     /// the served types uses it; upstream's test type does.
-    #[cfg_attr(not(test), allow(dead_code))]
     Replace,
 }
 
@@ -42,15 +43,13 @@ impl Schema {
     /// The schema for one of the served kinds (`Job`, `CronJob`, `Pod`, `Namespace`, `Node`,
     /// `Event`, `Lease`, `ConfigMap`, `Secret`); any other kind gets the schema-less fallback.
     pub fn for_kind(kind: &str) -> Schema {
-        match kind {
-            "Job" => JOB.clone(),
-            "CronJob" => CRONJOB.clone(),
-            "Pod" => POD.clone(),
-            "Namespace" => NAMESPACE.clone(),
-            "Node" => NODE.clone(),
-            "Event" | "Lease" | "ConfigMap" | "Secret" => OBJECT_ONLY.clone(),
-            _ => Schema::default(),
-        }
+        static KINDS: LazyLock<HashMap<&'static str, Schema>> =
+            LazyLock::new(|| markers::per_kind(derive, union));
+        KINDS.get(kind).cloned().unwrap_or_default()
+    }
+
+    fn is_schemaless(&self) -> bool {
+        self.0.is_none()
     }
 
     /// No metadata at all: maps merge, lists are replaced.
@@ -72,6 +71,7 @@ impl Schema {
 }
 
 /// A nested object (or map) field.
+#[cfg(test)]
 pub(crate) fn nested(child: Schema) -> Field {
     Field {
         strategy: Strategy::Atomic,
@@ -80,6 +80,7 @@ pub(crate) fn nested(child: Schema) -> Field {
 }
 
 /// A list of objects merged by `key`.
+#[cfg(test)]
 pub(crate) fn merge_by(key: &'static str, child: Schema) -> Field {
     Field {
         strategy: Strategy::Merge(Some(key)),
@@ -88,6 +89,7 @@ pub(crate) fn merge_by(key: &'static str, child: Schema) -> Field {
 }
 
 /// A list of scalars merged as a set.
+#[cfg(test)]
 pub(crate) fn merge_set() -> Field {
     Field {
         strategy: Strategy::Merge(None),
@@ -105,154 +107,190 @@ pub(crate) fn replace() -> Field {
 }
 
 /// A list without a patch strategy.
+#[cfg(test)]
 pub(crate) fn atomic() -> Field {
     Field::default()
 }
 
-fn object_meta() -> Schema {
-    Schema::object(vec![
-        ("finalizers", merge_set()),
-        ("ownerReferences", merge_by("uid", Schema::default())),
-        ("managedFields", atomic()),
-    ])
+/// The tree of definition `name`: its fields with a patch strategy or with one below them.
+/// Memoized per definition; a definition met again while it is being derived (no served type
+/// is recursive) is schema-less.
+fn derive(name: &str, memo: &mut HashMap<String, Schema>) -> Schema {
+    if let Some(s) = memo.get(name) {
+        return s.clone();
+    }
+    memo.insert(name.to_string(), Schema::default());
+    let mut fields = Vec::new();
+    for (field, prop) in markers::properties(name) {
+        let marker = markers::lookup(name, field);
+        let strategy = match marker.and_then(|m| m.patch_strategy) {
+            Some("replace") => Strategy::Replace,
+            // `merge,retainKeys`: retainKeys only shapes patch creation; the server honours a
+            // `$retainKeys` directive wherever it finds one.
+            Some(s) if s.split(',').any(|p| p == "merge") => {
+                Strategy::Merge(marker.and_then(|m| m.patch_merge_key))
+            }
+            _ => Strategy::Atomic,
+        };
+        let child = match markers::shape(prop) {
+            Shape::Struct(d) | Shape::List(Some(d)) => derive(d, memo),
+            Shape::List(None) | Shape::Other => Schema::default(),
+        };
+        if strategy != Strategy::Atomic || !child.is_schemaless() {
+            fields.push((field, Field { strategy, child }));
+        }
+    }
+    let schema = if fields.is_empty() {
+        Schema::default()
+    } else {
+        Schema::object(fields)
+    };
+    memo.insert(name.to_string(), schema.clone());
+    schema
 }
 
-/// core/v1 Container; EphemeralContainerCommon carries the same tags.
-fn container() -> Schema {
-    Schema::object(vec![
-        ("ports", merge_by("containerPort", Schema::default())),
-        ("env", merge_by("name", Schema::default())),
-        ("volumeMounts", merge_by("mountPath", Schema::default())),
-        ("volumeDevices", merge_by("devicePath", Schema::default())),
-        ("command", atomic()),
-        ("args", atomic()),
-        ("envFrom", atomic()),
-        ("resizePolicy", atomic()),
-    ])
+/// One tree for a kind served from several definitions (the core/v1 Event and its
+/// events.k8s.io view): the fields of each, the first one's where both have a field.
+fn union(schemas: Vec<Schema>) -> Schema {
+    let mut fields: BTreeMap<&'static str, Field> = BTreeMap::new();
+    for s in schemas.iter().rev() {
+        if let Some(m) = &s.0 {
+            fields.extend(m.iter().map(|(k, v)| (*k, v.clone())));
+        }
+    }
+    if fields.is_empty() {
+        Schema::default()
+    } else {
+        Schema(Some(Arc::new(fields)))
+    }
 }
 
-fn pod_spec() -> Schema {
-    let c = container();
-    Schema::object(vec![
-        // `patchStrategy:"merge,retainKeys"`: retainKeys only shapes patch creation.
-        ("volumes", merge_by("name", Schema::default())),
-        ("initContainers", merge_by("name", c.clone())),
-        ("containers", merge_by("name", c.clone())),
-        ("ephemeralContainers", merge_by("name", c)),
-        ("imagePullSecrets", merge_by("name", Schema::default())),
-        ("hostAliases", merge_by("ip", Schema::default())),
-        (
-            "topologySpreadConstraints",
-            merge_by("topologyKey", Schema::default()),
-        ),
-        ("schedulingGates", merge_by("name", Schema::default())),
-        ("resourceClaims", merge_by("name", Schema::default())),
-        ("tolerations", atomic()),
-        ("readinessGates", atomic()),
-    ])
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Tags upstream has that the hand-kept table this replaced lacked: the server must merge
+    /// these lists as a client computing its patch from `/openapi/v2` expects.
+    #[test]
+    fn lists_tagged_since_v1_33_merge_by_their_keys() {
+        let pod = json!({
+            "spec": {"evictionResponders": [{"name": "a", "priority": 1}]},
+            "status": {"nodeAllocatableResourceClaimStatuses": [
+                {"resourceClaimName": "c1", "containers": ["x"]}
+            ]},
+        });
+        let patch = json!({
+            "spec": {"evictionResponders": [{"name": "b", "priority": 2}]},
+            "status": {"nodeAllocatableResourceClaimStatuses": [
+                {"resourceClaimName": "c2", "containers": ["y"]}
+            ]},
+        });
+        let got = crate::smp::apply(&pod, &patch, &Schema::for_kind("Pod")).unwrap();
+        assert_eq!(
+            got["spec"]["evictionResponders"].as_array().unwrap().len(),
+            2
+        );
+        assert_eq!(
+            got["status"]["nodeAllocatableResourceClaimStatuses"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+
+        let job = json!({"spec": {"scheduling": {"resourceClaims": [{"name": "a"}]}}});
+        let patch = json!({"spec": {"scheduling": {"resourceClaims": [{"name": "b"}]}}});
+        let got = crate::smp::apply(&job, &patch, &Schema::for_kind("Job")).unwrap();
+        // Merged, in upstream's order (the patch's items first without `$setElementOrder`).
+        assert_eq!(
+            got["spec"]["scheduling"]["resourceClaims"],
+            json!([{"name": "b"}, {"name": "a"}])
+        );
+    }
+
+    /// What the hand-kept table had, now derived from the markers along the schemas.
+    #[test]
+    fn the_derived_trees_keep_the_served_kinds_tags() {
+        let pod = Schema::for_kind("Pod");
+        let spec = pod.field("spec").child;
+        assert_eq!(
+            spec.field("containers").strategy,
+            Strategy::Merge(Some("name"))
+        );
+        assert_eq!(
+            spec.field("volumes").strategy,
+            Strategy::Merge(Some("name"))
+        );
+        let container = spec.field("initContainers").child;
+        assert_eq!(
+            container.field("ports").strategy,
+            Strategy::Merge(Some("containerPort"))
+        );
+        assert_eq!(container.field("command").strategy, Strategy::Atomic);
+        let meta = pod.field("metadata").child;
+        assert_eq!(meta.field("finalizers").strategy, Strategy::Merge(None));
+        assert_eq!(
+            meta.field("ownerReferences").strategy,
+            Strategy::Merge(Some("uid"))
+        );
+        assert_eq!(
+            pod.field("status").child.field("hostIPs").strategy,
+            Strategy::Merge(Some("ip"))
+        );
+
+        let cronjob = Schema::for_kind("CronJob");
+        let template = cronjob.field("spec").child.field("jobTemplate").child;
+        let pod_spec = template
+            .field("spec")
+            .child
+            .field("template")
+            .child
+            .field("spec");
+        assert_eq!(
+            pod_spec
+                .child
+                .field("containers")
+                .child
+                .field("env")
+                .strategy,
+            Strategy::Merge(Some("name"))
+        );
+        assert_eq!(
+            Schema::for_kind("Job")
+                .field("status")
+                .child
+                .field("conditions")
+                .strategy,
+            Strategy::Merge(Some("type"))
+        );
+        let node = Schema::for_kind("Node");
+        assert_eq!(
+            node.field("spec").child.field("podCIDRs").strategy,
+            Strategy::Merge(None)
+        );
+        assert_eq!(
+            node.field("spec").child.field("taints").strategy,
+            Strategy::Atomic
+        );
+        let ns = Schema::for_kind("Namespace");
+        assert_eq!(
+            ns.field("spec").child.field("finalizers").strategy,
+            Strategy::Atomic
+        );
+        assert_eq!(
+            ns.field("status").child.field("conditions").strategy,
+            Strategy::Merge(Some("type"))
+        );
+        for kind in ["Event", "Lease", "ConfigMap", "Secret"] {
+            let meta = Schema::for_kind(kind).field("metadata").child;
+            assert_eq!(
+                meta.field("finalizers").strategy,
+                Strategy::Merge(None),
+                "{kind}"
+            );
+        }
+        assert!(Schema::for_kind("Widget").is_schemaless());
+    }
 }
-
-fn pod_status() -> Schema {
-    Schema::object(vec![
-        ("conditions", merge_by("type", Schema::default())),
-        ("podIPs", merge_by("ip", Schema::default())),
-        ("hostIPs", merge_by("ip", Schema::default())),
-        ("resourceClaimStatuses", merge_by("name", Schema::default())),
-        ("containerStatuses", atomic()),
-        ("initContainerStatuses", atomic()),
-        ("ephemeralContainerStatuses", atomic()),
-    ])
-}
-
-fn pod_template_spec() -> Schema {
-    Schema::object(vec![
-        ("metadata", nested(object_meta())),
-        ("spec", nested(pod_spec())),
-    ])
-}
-
-fn job_spec() -> Schema {
-    Schema::object(vec![("template", nested(pod_template_spec()))])
-}
-
-fn job_status() -> Schema {
-    Schema::object(vec![
-        // `+listType=atomic` but `patchStrategy:"merge" patchMergeKey:"type"`.
-        ("conditions", merge_by("type", Schema::default())),
-    ])
-}
-
-static OBJECT_ONLY: LazyLock<Schema> =
-    LazyLock::new(|| Schema::object(vec![("metadata", nested(object_meta()))]));
-
-static POD: LazyLock<Schema> = LazyLock::new(|| {
-    Schema::object(vec![
-        ("metadata", nested(object_meta())),
-        ("spec", nested(pod_spec())),
-        ("status", nested(pod_status())),
-    ])
-});
-
-static JOB: LazyLock<Schema> = LazyLock::new(|| {
-    Schema::object(vec![
-        ("metadata", nested(object_meta())),
-        ("spec", nested(job_spec())),
-        ("status", nested(job_status())),
-    ])
-});
-
-static CRONJOB: LazyLock<Schema> = LazyLock::new(|| {
-    let job_template = Schema::object(vec![
-        ("metadata", nested(object_meta())),
-        ("spec", nested(job_spec())),
-    ]);
-    Schema::object(vec![
-        ("metadata", nested(object_meta())),
-        (
-            "spec",
-            nested(Schema::object(vec![("jobTemplate", nested(job_template))])),
-        ),
-        ("status", nested(Schema::object(vec![("active", atomic())]))),
-    ])
-});
-
-static NAMESPACE: LazyLock<Schema> = LazyLock::new(|| {
-    Schema::object(vec![
-        ("metadata", nested(object_meta())),
-        // NamespaceSpec.finalizers has no patch strategy, unlike ObjectMeta's.
-        (
-            "spec",
-            nested(Schema::object(vec![("finalizers", atomic())])),
-        ),
-        (
-            "status",
-            nested(Schema::object(vec![(
-                "conditions",
-                merge_by("type", Schema::default()),
-            )])),
-        ),
-    ])
-});
-
-static NODE: LazyLock<Schema> = LazyLock::new(|| {
-    Schema::object(vec![
-        ("metadata", nested(object_meta())),
-        (
-            "spec",
-            nested(Schema::object(vec![
-                ("podCIDRs", merge_set()),
-                ("taints", atomic()),
-            ])),
-        ),
-        (
-            "status",
-            nested(Schema::object(vec![
-                ("conditions", merge_by("type", Schema::default())),
-                ("addresses", merge_by("type", Schema::default())),
-                ("images", atomic()),
-                ("volumesInUse", atomic()),
-                ("volumesAttached", atomic()),
-            ])),
-        ),
-    ])
-});

@@ -404,3 +404,25 @@ pub fn rv_num(rv: &str) -> u64 {
     rv.parse()
         .unwrap_or_else(|_| panic!("resourceVersion {rv:?} is not a number"))
 }
+
+/// Runs `cmd` to its end with its stdout and stderr captured and `stdin`, when given, written
+/// to it; panics naming the program when it cannot start (kubectl missing from PATH).
+pub fn run_captured(mut cmd: Command, stdin: Option<&str>) -> std::process::Output {
+    use std::io::Write;
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program} is needed on PATH for this test: {e}"));
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(input.as_bytes()).expect("write stdin");
+    }
+    child.wait_with_output().expect("wait for the process")
+}
