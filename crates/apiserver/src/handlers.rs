@@ -12,6 +12,7 @@ use crate::State;
 use crate::apply;
 use crate::error::{ApiError, StatusBody, json_response, raw_json_response, status_response};
 use crate::events;
+use crate::list_options::{self, ReadOptions};
 use crate::object::{self, meta_mut, rfc3339};
 use crate::request::{Query, Target};
 use crate::resources::{Kind, Resource};
@@ -369,6 +370,11 @@ pub fn parse_resource_version(rv: Option<&str>) -> Result<Option<u64>, ApiError>
     }
 }
 
+/// etcd's answers to a list at a revision compacted away (upstream's `expired` and
+/// `continueExpired`).
+const LIST_EXPIRED: &str = "The resourceVersion for the provided list is too old.";
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
 /// An opaque continue token: the list's revision and the last key returned.
 fn encode_continue(rv: u64, key: &str) -> String {
     use base64::Engine;
@@ -435,7 +441,12 @@ pub async fn list(
     let limit = q.int("limit")?.filter(|l| *l > 0).map(|l| l as usize);
     // Part of ListOptions: decoded (and rejected when malformed) even though a list ignores it.
     q.int("timeoutSeconds")?;
-    parse_resource_version(q.get("resourceVersion"))?;
+    let opts = ReadOptions::from_query(q, false)?;
+    // A list from "0" is served whole from upstream's watch cache, whatever the limit.
+    let limit = limit.filter(|_| opts.resource_version != Some(0));
+    if let Some(min) = opts.list_min_rv() {
+        list_options::wait_until_fresh(&st.store, min).await?;
+    }
     let prefix = sres.prefix(t.namespace.as_deref());
     let (list_rv, mut start_after) = match q.get("continue") {
         Some(tok) => {
@@ -444,13 +455,45 @@ pub async fn list(
         }
         None => (None, None),
     };
+    let list_rv = list_rv.or(opts.exact_rv());
+    // A continued or exact list reads the state at its revision, as etcd serves it; the
+    // current state is read page by page from the index.
+    let snapshot = match list_rv {
+        Some(rv) if rv != st.store.revision() => {
+            list_options::wait_until_fresh(&st.store, rv).await?;
+            match st.store.list_at(&prefix, rv).await {
+                Ok(l) => Some(l.items),
+                Err(kbatch_store::StoreError::Expired { .. }) => {
+                    return Err(ApiError::expired(if q.get("continue").is_some() {
+                        CONTINUE_EXPIRED
+                    } else {
+                        LIST_EXPIRED
+                    }));
+                }
+                Err(e) => return Err(store_err(res, "", e)),
+            }
+        }
+        _ => None,
+    };
+    let read_page = |after: Option<&str>, n: Option<usize>| match &snapshot {
+        None => st.store.list(&prefix, after, n),
+        Some(all) => {
+            let from = after.map_or(0, |a| all.partition_point(|o| o.key.as_str() <= a));
+            let end = n.map_or(all.len(), |n| all.len().min(from.saturating_add(n)));
+            kbatch_store::ListResult {
+                items: all[from..end].to_vec(),
+                revision: list_rv.unwrap_or(0),
+                more: end < all.len(),
+            }
+        }
+    };
     let mut items: Vec<Arc<Object>> = Vec::new();
     let mut revision = None;
     let mut next: Option<String> = None;
     // Read in chunks so that a selective filter still fills a page.
     let chunk = limit.map(|l| l.max(64));
     'pages: loop {
-        let page = st.store.list(&prefix, start_after.as_deref(), chunk);
+        let page = read_page(start_after.as_deref(), chunk);
         revision.get_or_insert(page.revision);
         for o in page.items {
             start_after = Some(o.key.clone());
@@ -459,12 +502,7 @@ pub async fn list(
                 items.push(o);
                 if limit.is_some_and(|l| items.len() >= l) {
                     // As etcd does, offer a continue token whenever any key follows.
-                    if !st
-                        .store
-                        .list(&prefix, Some(&last), Some(1))
-                        .items
-                        .is_empty()
-                    {
+                    if !read_page(Some(&last), Some(1)).items.is_empty() {
                         next = Some(last);
                     }
                     break 'pages;

@@ -12,6 +12,7 @@ pub mod events;
 pub mod gc;
 pub mod gojson;
 pub mod handlers;
+pub mod list_options;
 pub mod logs;
 mod object;
 pub mod openapi;

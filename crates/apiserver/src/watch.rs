@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use crate::State;
 use crate::error::ApiError;
 use crate::handlers::{Filter, TableRequest, output_bytes, storage_resource};
+use crate::list_options::{self, ReadOptions, WatchStart};
 use crate::request::{Query, Target};
 use crate::resources::Resource;
 use crate::table;
@@ -43,6 +44,15 @@ fn type_name(t: EventType) -> &'static str {
 
 fn bookmark(res: &Resource, rv: u64) -> Bytes {
     let obj = json!({"kind": res.kind_name, "apiVersion": res.api_version(), "metadata": {"resourceVersion": rv.to_string()}});
+    event_line("BOOKMARK", obj.to_string().as_bytes())
+}
+
+/// The bookmark that tells a watch list's client its initial events are all there.
+fn initial_events_end(res: &Resource, rv: u64) -> Bytes {
+    let obj = json!({"kind": res.kind_name, "apiVersion": res.api_version(), "metadata": {
+        "resourceVersion": rv.to_string(),
+        "annotations": {list_options::INITIAL_EVENTS_END: "true"},
+    }});
     event_line("BOOKMARK", obj.to_string().as_bytes())
 }
 
@@ -93,7 +103,8 @@ pub async fn watch(
     let res = t.resource;
     let sres = storage_resource(res);
     let filter = Filter::from_query(res, q)?;
-    let bookmarks = q.bool("allowWatchBookmarks")?;
+    let opts = ReadOptions::from_query(q, true)?;
+    let bookmarks = opts.allow_watch_bookmarks;
     let timeout = q
         .int("timeoutSeconds")?
         .filter(|s| *s > 0)
@@ -102,16 +113,21 @@ pub async fn watch(
     let prefix = sres.prefix(t.namespace.as_deref());
     let (tx, rx) = mpsc::channel::<Bytes>(256);
 
-    // No resourceVersion (or "0"): the current state as ADDED events first, then changes.
-    let (initial, from_rv) = match q.get("resourceVersion") {
-        None | Some("0") => {
+    let (initial, from_rv, end_bookmark) = match opts.watch_start(st.store.revision()) {
+        WatchStart::InitialEvents {
+            min_rv,
+            end_bookmark,
+        } => {
+            if let Err(e) = list_options::wait_until_fresh(&st.store, min_rv).await {
+                // Past its parameters a watch fails as a stream of one ERROR event.
+                let _ = tx.try_send(error_line(&e));
+                return Ok(stream_response(rx));
+            }
             let page = st.store.list(&prefix, None, None);
-            (page.items, page.revision)
+            (page.items, page.revision, end_bookmark)
         }
-        Some(rv) => {
-            let rv = crate::handlers::parse_resource_version(Some(rv))?.unwrap_or(0);
-            (Vec::new(), rv)
-        }
+        WatchStart::After(rv) => (Vec::new(), rv, false),
+        WatchStart::Now => (Vec::new(), st.store.revision(), false),
     };
     let mut w = match st.store.watch(&prefix, from_rv) {
         Ok(w) => w,
@@ -144,6 +160,9 @@ pub async fn watch(
             if tx.send(event_line("ADDED", &bytes)).await.is_err() {
                 return;
             }
+        }
+        if end_bookmark && tx.send(initial_events_end(res, from_rv)).await.is_err() {
+            return;
         }
         let mut last_rv = from_rv;
         let mut tick =

@@ -123,6 +123,42 @@ impl Hub {
         self.signal.send_modify(|s| s.closed = true);
     }
 
+    /// The changes under `prefix` with revisions in `(after, upto]`, oldest first; `Expired`
+    /// when the window no longer starts at or before `after`. `upto` must be published.
+    pub(crate) fn changes_between(
+        &self,
+        prefix: &str,
+        after: u64,
+        upto: u64,
+    ) -> Result<Vec<WatchEvent>, StoreError> {
+        let h = read(&self.history);
+        if after < h.compacted {
+            return Err(StoreError::Expired {
+                requested: after,
+                oldest: h.compacted,
+            });
+        }
+        // Revisions are contiguous from compacted + 1, so positions follow from them.
+        let start = usize::try_from(after - h.compacted).unwrap_or(usize::MAX);
+        let stop = usize::try_from(upto.saturating_sub(h.compacted)).unwrap_or(usize::MAX);
+        let stop = stop.min(h.events.len());
+        Ok(h.events
+            .range(start.min(stop)..stop)
+            .filter(|ev| ev.object.key.starts_with(prefix))
+            .cloned()
+            .collect())
+    }
+
+    /// Waits until a batch reaching `rv` is published (the index holds it before the hub
+    /// does), or the store closes. Returns whether `rv` was reached.
+    pub(crate) async fn reached(&self, rv: u64) -> bool {
+        let mut rx = self.signal.subscribe();
+        match rx.wait_for(|s| s.revision >= rv || s.closed).await {
+            Ok(s) => s.revision >= rv,
+            Err(_) => false,
+        }
+    }
+
     pub(crate) fn watch(&self, prefix: &str, from_rv: u64) -> Result<WatchCursor, StoreError> {
         let h = read(&self.history);
         if from_rv < h.compacted {

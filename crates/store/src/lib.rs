@@ -330,6 +330,17 @@ impl Store {
         self.inner.shared.index.revision()
     }
 
+    /// Waits at most `timeout` for the store to reach revision `rv`; returns whether it did.
+    /// What upstream's watch cache does before serving a read that must be at least that new.
+    pub async fn wait_for_revision(&self, rv: u64, timeout: std::time::Duration) -> bool {
+        if self.revision() >= rv {
+            return true;
+        }
+        tokio::time::timeout(timeout, self.inner.shared.hub.reached(rv))
+            .await
+            .unwrap_or(false)
+    }
+
     pub fn get(&self, key: &str) -> Option<Arc<Object>> {
         self.inner.shared.index.get(key)
     }
@@ -348,6 +359,50 @@ impl Store {
         limit: Option<usize>,
     ) -> ListResult {
         self.inner.shared.index.list(prefix, start_after, limit)
+    }
+
+    /// Objects under `prefix` as they were at revision `rv`, in key order: the current state
+    /// with the history's later changes undone, as etcd serves a list at a past revision.
+    /// `Expired` once those changes have left the history window (or a change lost its
+    /// previous state in a restart). A revision not reached yet reads as the current one:
+    /// callers wait for it first.
+    pub async fn list_at(&self, prefix: &str, rv: u64) -> Result<ListResult, StoreError> {
+        let now = self.list(prefix, None, None);
+        if rv >= now.revision {
+            return Ok(now);
+        }
+        // The index publishes a batch before the history does.
+        if !self.inner.shared.hub.reached(now.revision).await {
+            return Err(StoreError::Closed);
+        }
+        let later = self
+            .inner
+            .shared
+            .hub
+            .changes_between(prefix, rv, now.revision)?;
+        let mut objects: std::collections::BTreeMap<String, Arc<Object>> =
+            now.items.into_iter().map(|o| (o.key.clone(), o)).collect();
+        for ev in later.iter().rev() {
+            match (ev.kind, &ev.prev) {
+                (EventType::Added, _) => {
+                    objects.remove(&ev.object.key);
+                }
+                (_, Some(prev)) => {
+                    objects.insert(ev.object.key.clone(), Arc::clone(prev));
+                }
+                (_, None) => {
+                    return Err(StoreError::Expired {
+                        requested: rv,
+                        oldest: ev.object.rv,
+                    });
+                }
+            }
+        }
+        Ok(ListResult {
+            items: objects.into_values().collect(),
+            revision: rv,
+            more: false,
+        })
     }
 
     /// Create `key`; fails with `AlreadyExists`. Stamps `metadata.resourceVersion`.
