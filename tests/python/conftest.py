@@ -1,4 +1,5 @@
-"""Fixtures: run the real `kbatch up --executor none` binary on a temporary data dir.
+"""Fixtures: run the real `kbatch up` binary (`--executor none` unless a test picks one) on a
+temporary data dir.
 
 The binary comes from KBATCH_BIN (scripts/test sets it to the freshly built one), else from
 Cargo's target directory (CARGO_TARGET_DIR, or target/ at the repository root).
@@ -116,6 +117,9 @@ def kbatch(request, tmp_path):
     # API tests run without controllers, so nothing but the test changes the objects.
     if not any(a.startswith("--controllers") for a in extra_args):
         extra_args.append("--controllers=")
+    # No executor unless the test picks one: the test plays the kubelet.
+    if not any(a.startswith("--executor") for a in extra_args):
+        extra_args += ["--executor", "none"]
     binary = kbatch_binary()
     if not binary.is_file():
         raise RuntimeError(f"no kbatch binary at {binary}: build it, or set KBATCH_BIN")
@@ -123,7 +127,7 @@ def kbatch(request, tmp_path):
     log_path = tmp_path / "kbatch.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [str(binary), "up", "--executor", "none", "--data-dir", str(data_dir),
+            [str(binary), "up", "--data-dir", str(data_dir),
              "--listen", "127.0.0.1:0", *extra_args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -81,14 +81,20 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     }
     let mut out = vec![main];
     for (sub, verbs) in r.subresources {
-        let kind = if *sub == "binding" {
-            "Binding"
-        } else {
-            r.kind_name
-        };
+        let kind = subresource_kind(r, sub);
         out.push(json!({"name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": verbs}));
     }
     out
+}
+
+/// The kind a subresource takes or answers with: its own for bindings and exec options,
+/// the resource's for the rest (status, log).
+fn subresource_kind(r: &Resource, sub: &str) -> &'static str {
+    match sub {
+        "binding" => "Binding",
+        "exec" => "PodExecOptions",
+        _ => r.kind_name,
+    }
 }
 
 /// A review's `APIResource`: create only, no short names or categories.
@@ -157,11 +163,8 @@ fn aggregated_resource(r: &Resource) -> Value {
         .subresources
         .iter()
         .map(|(sub, verbs)| {
-            let k = if *sub == "binding" {
-                json!({"group": "", "version": "v1", "kind": "Binding"})
-            } else {
-                kind.clone()
-            };
+            let k =
+                json!({"group": r.group, "version": r.version, "kind": subresource_kind(r, sub)});
             json!({"subresource": sub, "responseKind": k, "verbs": verbs})
         })
         .collect();

@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod error;
 pub mod event_ttl;
 pub mod events;
+pub mod exec;
 pub mod gc;
 pub mod gojson;
 pub mod handlers;
@@ -283,6 +284,23 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             return counted(NonResource::OpenApiGroupVersion, resp);
         }
         _ => {}
+    }
+    // pods/exec needs the whole request: the connection it upgrades comes with it.
+    if path.ends_with("/exec")
+        && let Ok(Route::Resource(t)) = request::route(&path)
+        && t.subresource.as_deref() == Some("exec")
+        && t.resource.has_subresource("exec")
+        && t.name.is_some()
+    {
+        let labels = request_metrics::RequestLabels::new(&method, &t, &query, "");
+        let resp = if method == Method::GET || method == Method::POST {
+            exec::connect(st, &t, req).await
+        } else {
+            Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ))
+        };
+        return labels.record_response(resp.unwrap_or_else(error_response), started);
     }
     let (parts, body) = req.into_parts();
     let result = match request::route(&path) {

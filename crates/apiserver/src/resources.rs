@@ -72,6 +72,7 @@ pub static RESOURCES: &[Resource] = &[
         subresources: &[
             ("status", STATUS_VERBS),
             ("binding", &["create"]),
+            ("exec", &["create", "get"]),
             ("log", &["get"]),
         ],
         storage: "pods",

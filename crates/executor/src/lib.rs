@@ -4,7 +4,9 @@
 //! unscheduled pods to itself within its pod capacity (`binder`), and runs each bound pod
 //! (`worker`) through a runtime — host processes (`process`) or a simulation (`simulate`) —
 //! reporting status through `pods/status` as kubelet does (`status`). Container output goes to
-//! log files in `kbatch_api::podlog`'s layout (`logs`), which the API server serves.
+//! log files in `kbatch_api::podlog`'s layout (`logs`), which the API server serves. Its
+//! streaming endpoint (`streaming`, kubelet's `/exec`) runs commands in running containers for
+//! `pods/exec`, which the API server proxies to it.
 
 mod backoff;
 mod binder;
@@ -22,6 +24,7 @@ mod runtime;
 mod simulate;
 pub mod state;
 mod status;
+pub mod streaming;
 mod worker;
 
 use std::path::PathBuf;
@@ -48,6 +51,10 @@ pub struct ExecutorConfig {
     pub data_dir: PathBuf,
     /// At most this many non-terminal pods are bound to the node at once.
     pub max_pods: usize,
+    /// The port of the node's streaming endpoint (kubelet's server: `/exec`) on `HOST_IP`;
+    /// `None` lets the OS choose one. `run` sets it to the port it listens on, which the Node
+    /// reports as `status.daemonEndpoints.kubeletEndpoint.Port`.
+    pub streaming_port: Option<u16>,
 }
 
 impl ExecutorConfig {
@@ -58,6 +65,7 @@ impl ExecutorConfig {
             runtime: RuntimeKind::Process,
             data_dir,
             max_pods: 110,
+            streaming_port: None,
         }
     }
 
@@ -89,13 +97,21 @@ pub enum ExecutorError {
         #[source]
         source: std::io::Error,
     },
+    #[error("listening for the streaming endpoint on {HOST_IP}:{port}: {source}")]
+    Streaming {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Run the executor until `shutdown` turns true. On shutdown, running containers are stopped;
-/// their pods are reported Failed by the next start (see `worker`'s restart handling).
+/// their pods are reported Failed by the next start (see `worker`'s restart handling). The
+/// streaming endpoint listens before the Node is registered, so that the Node reports its port
+/// from the start.
 pub async fn run(
     client: kube::Client,
-    config: ExecutorConfig,
+    mut config: ExecutorConfig,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ExecutorError> {
     for dir in [config.log_dir(), config.state_dir(), config.pods_dir()] {
@@ -109,16 +125,39 @@ pub async fn run(
             path: config.state_dir(),
             source,
         })?;
+    let requested = config.streaming_port;
+    let listen_error = |source| ExecutorError::Streaming {
+        port: requested.unwrap_or(0),
+        source,
+    };
+    let listener = streaming::bind(requested).await.map_err(listen_error)?;
+    let port = listener.local_addr().map_err(listen_error)?.port();
+    config.streaming_port = Some(port);
+    let streams = streaming::Registry::new();
+    let server = tokio::spawn(streaming::serve(
+        listener,
+        streams.clone(),
+        shutdown.clone(),
+    ));
     let machine = machine::Machine::detect();
-    let node = register_with_retries(&client, &machine, &config, &mut shutdown).await?;
-    let Some(node) = node else {
-        return Ok(());
+    let node = register_with_retries(&client, &machine, &config, &mut shutdown).await;
+    let node = match node {
+        Ok(Some(node)) => node,
+        Ok(None) => {
+            server.abort();
+            return Ok(());
+        }
+        Err(e) => {
+            server.abort();
+            return Err(e);
+        }
     };
     tracing::info!(
         node = %config.node_name,
         runtime = ?config.runtime,
         max_pods = config.max_pods,
         cpus = machine.cpus,
+        streaming_port = port,
         "executor registered its node"
     );
     let allocatable = node::allocatable(&machine, &config);
@@ -129,8 +168,11 @@ pub async fn run(
         node,
         shutdown.clone(),
     ));
-    manager::run(client, config, journal, allocatable, shutdown).await;
+    manager::run(client, config, journal, allocatable, streams, shutdown).await;
     let _ = heartbeat.await;
+    // Sessions still under way end with their containers, which have stopped.
+    server.abort();
+    let _ = server.await;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ use crate::ExecutorConfig;
 use crate::binder::{self, PodIndex};
 use crate::events::{NodeEvents, PodRef};
 use crate::state::{self, Journal};
+use crate::streaming::Registry;
 use crate::worker::{self, Context, Finished};
 use kbatch_controllers::runtime::informer::lean_watcher;
 
@@ -50,6 +51,7 @@ pub async fn run(
     config: ExecutorConfig,
     journal: Journal,
     allocatable: BTreeMap<String, Quantity>,
+    streams: Registry,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // Pods are decoded without managedFields, which nothing here reads.
@@ -63,6 +65,7 @@ pub async fn run(
             config,
             journal,
             allocatable,
+            streams,
         }),
         index: PodIndex::default(),
         workers: HashMap::new(),
@@ -171,6 +174,10 @@ impl Manager {
         if !on_this_node {
             return;
         }
+        // kubelet's pod manager: exec finds the pod from now until the object is gone.
+        if let (Some(ns), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) {
+            self.ctx.streams.pod_bound(&uid, ns, name);
+        }
         let deleting = pod.metadata.deletion_timestamp.is_some();
         if let Some(done) = self.finished.get_mut(&uid) {
             if deleting && !done.confirming {
@@ -237,6 +244,7 @@ impl Manager {
 
     fn remove(&mut self, uid: &str) {
         self.index.forget(uid);
+        self.ctx.streams.pod_gone(uid);
         if let Some(done) = self.finished.remove(uid) {
             let p = &done.pod;
             worker::remove_pod_files(&self.ctx, &p.namespace, &p.name, &p.uid);

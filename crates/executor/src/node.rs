@@ -114,7 +114,10 @@ pub fn node_status(
             },
         ]),
         daemon_endpoints: Some(NodeDaemonEndpoints {
-            kubelet_endpoint: Some(DaemonEndpoint { port: 0 }),
+            // The streaming endpoint, where the API server sends `pods/exec`.
+            kubelet_endpoint: Some(DaemonEndpoint {
+                port: config.streaming_port.map_or(0, i32::from),
+            }),
         }),
         node_info: Some(NodeSystemInfo {
             architecture: machine.architecture.clone(),
@@ -318,6 +321,21 @@ mod tests {
         assert_eq!(cap["memory"].0, "1024Ki");
         assert_eq!(cap["pods"].0, "110");
         assert_eq!(s.allocatable, s.capacity);
+        let port = |s: &NodeStatus| {
+            s.daemon_endpoints
+                .as_ref()
+                .and_then(|d| d.kubelet_endpoint.as_ref())
+                .map(|e| e.port)
+        };
+        assert_eq!(port(&s), Some(0));
+        let listening = ExecutorConfig {
+            streaming_port: Some(41234),
+            ..config.clone()
+        };
+        assert_eq!(
+            port(&node_status(&machine(), &listening, t0, None)),
+            Some(41234)
+        );
         let ready = s
             .conditions
             .iter()

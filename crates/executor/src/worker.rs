@@ -73,6 +73,8 @@ pub struct Context {
     pub journal: Journal,
     /// The node's allocatable resources: a resourceFieldRef limit the container leaves unset.
     pub allocatable: BTreeMap<String, Quantity>,
+    /// The pods and running containers the streaming endpoint can exec into.
+    pub streams: crate::streaming::Registry,
 }
 
 /// A pod whose terminal status is written. The node keeps only this of it until the object
@@ -264,6 +266,8 @@ struct Active {
     /// The run's exit, when it came while its postStart hook ran: taken in once the hook is done
     /// (kubelet sees it on its next sync, after the hook).
     held_exit: Option<Option<Exit>>,
+    /// A process run, published for exec while it runs (dropped with the run).
+    _exec: Option<crate::streaming::Published>,
 }
 
 struct Slot {
@@ -1215,16 +1219,24 @@ impl Worker {
             RunState::Waiting { .. } | RunState::Running { .. } => {}
         }
         slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
-        slot.run_env = match &plan {
-            Plan::Process { launch, workdir }
-                if !slot.probes.is_empty() || slot.has_pre_stop || slot.has_post_start =>
-            {
+        // The env and working directory of a process run: for exec, and for its probes and
+        // hooks.
+        let run_env = match &plan {
+            Plan::Process { launch, workdir } => {
                 Some((Arc::new(launch.env.clone()), workdir.clone()))
             }
-            _ => None,
+            Plan::Simulate { .. } => None,
         };
+        slot.run_env = run_env
+            .clone()
+            .filter(|_| !slot.probes.is_empty() || slot.has_pre_stop || slot.has_post_start);
         match runtime::start(&plan, log_file) {
             Ok(started) => {
+                let exec = run_env.map(|(env, workdir)| {
+                    self.ctx
+                        .streams
+                        .publish(&ns, &name, &uid, &container, env, workdir)
+                });
                 let at = Instant::now();
                 for p in &mut slot.probes {
                     p.container_started(at);
@@ -1245,6 +1257,7 @@ impl Worker {
                     kill_at: None,
                     pre_stop: None,
                     held_exit: None,
+                    _exec: exec,
                 });
                 slot.shown = before;
                 if let Some(pid) = started.pid.filter(|_| self.journaled) {

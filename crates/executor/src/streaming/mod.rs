@@ -1,0 +1,398 @@
+//! The node's streaming endpoint, kubelet's `/exec`: the API server's `pods/exec` proxies the
+//! client's upgrade request here, to the port the Node reports as
+//! `status.daemonEndpoints.kubeletEndpoint.Port`, and the session runs between this server and
+//! the client. Upstream's kubelet hands a WebSocket request to its runtime's streaming server
+//! (and kube-apiserver translates a v5 client's WebSocket to SPDY first); kbatch's node speaks
+//! the WebSocket remote-command protocols, v5 included, itself.
+//!
+//! `GET` or `POST /exec/{namespace}/{pod}/{container}` (or `.../{pod}/{uid}/{container}`), with
+//! kubelet's query: `command` (repeated, the argv), and `input`, `output`, `error`, `tty`, each
+//! on when `1`. Checked in kubelet's order before anything is upgraded, each refusal a plain-text
+//! answer worded as kubelet's (pkg/kubelet/server/server.go `getExec`, the CRI streaming
+//! server's `remotecommand` options) or Go's WebSocket server's: the streams asked for (400),
+//! the pod bound to this node (404), the container running (500), then the WebSocket handshake
+//! and its subprotocol (400, 403). Only the process runtime runs containers that can be exec'd
+//! into: with the simulate runtime every container is `not found`.
+
+mod exec;
+mod registry;
+mod status;
+mod ws;
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use kbatch_cron::go_quote;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use exec::{Options, Protocol};
+pub use registry::{ExecTarget, Missing, Published, Registry};
+
+/// Listen for the streaming endpoint on the node's address; port `None` or 0 lets the OS
+/// choose one.
+pub async fn bind(port: Option<u16>) -> std::io::Result<TcpListener> {
+    let ip: IpAddr = crate::node::HOST_IP
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    TcpListener::bind(SocketAddr::new(ip, port.unwrap_or(0))).await
+}
+
+/// Serve exec requests for the containers `registry` holds until `shutdown` turns true. A
+/// session under way then ends too: its command is killed.
+pub async fn serve(listener: TcpListener, registry: Registry, mut shutdown: watch::Receiver<bool>) {
+    let shared = Arc::new(Shared {
+        registry,
+        shutdown: shutdown.clone(),
+    });
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(stream, shared.clone()));
+                }
+                Err(e) => {
+                    // Out of file descriptors, most likely: let some close.
+                    tracing::warn!(error = %e, "accepting a streaming connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            changed = shutdown.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+struct Shared {
+    registry: Registry,
+    shutdown: watch::Receiver<bool>,
+}
+
+async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    let _ = stream.set_nodelay(true);
+    let service = hyper::service::service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(req, &shared)) }
+    });
+    if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades()
+        .await
+    {
+        tracing::debug!(error = %e, "streaming connection");
+    }
+}
+
+/// A plain-text answer, as Go's `http.Error` (and go-restful's `WriteError`, without the
+/// newline) write one.
+fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body.to_string())));
+    *resp.status_mut() = status;
+    if !body.is_empty() {
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        resp.headers_mut().insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+    }
+    resp
+}
+
+/// The exec request's target in the path: namespace, pod, optional pod UID, container.
+struct Target {
+    namespace: String,
+    pod: String,
+    uid: Option<String>,
+    container: String,
+}
+
+fn parse_path(path: &str) -> Option<Target> {
+    let rest = path.strip_prefix("/exec/")?;
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8()
+            .ok()
+            .map(|s| s.into_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    let (ns, pod, uid, container) = match parts.as_slice() {
+        [ns, pod, container] => (ns, pod, None, container),
+        [ns, pod, uid, container] => (ns, pod, Some(uid), container),
+        _ => return None,
+    };
+    Some(Target {
+        namespace: decode(ns)?,
+        pod: decode(pod)?,
+        uid: match uid {
+            Some(u) => Some(decode(u)?),
+            None => None,
+        },
+        container: decode(container)?,
+    })
+}
+
+/// kubelet's reading of the query (`remotecommand.NewOptions`: a stream is on when its
+/// parameter is `1`; with a TTY, stderr is folded into it).
+fn parse_options(query: Option<&str>) -> Result<Options, &'static str> {
+    let mut o = Options {
+        command: Vec::new(),
+        stdin: false,
+        stdout: false,
+        stderr: false,
+        tty: false,
+    };
+    for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        let on = v == "1";
+        match k.as_ref() {
+            "command" => o.command.push(v.into_owned()),
+            "input" => o.stdin = on,
+            "output" => o.stdout = on,
+            "error" => o.stderr = on,
+            "tty" => o.tty = on,
+            _ => {}
+        }
+    }
+    if o.tty && o.stderr {
+        o.stderr = false;
+    }
+    if !o.stdin && !o.stdout && !o.stderr {
+        return Err("you must specify at least 1 of stdin, stdout, stderr");
+    }
+    if o.command.is_empty() {
+        // kube-apiserver's check, which a request reaching kubelet has passed.
+        return Err("you must specify at least one command for the container");
+    }
+    Ok(o)
+}
+
+/// Whether one of the comma-separated values of `name` is `token` (case-insensitive).
+fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// The subprotocol to speak. A client offering v5 gets it wherever it put it in its list:
+/// kube-apiserver sends such a request through its stream translator, which speaks v5 only.
+/// Otherwise the first the client offered that kubelet serves, as Go's wsstream negotiates it; a
+/// client that offered none gets the unversioned channel protocol. `Err` when none is served.
+fn negotiate(headers: &HeaderMap) -> Result<(Option<&'static str>, Protocol), ()> {
+    let offered: Vec<&str> = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if offered.is_empty() {
+        return Ok((None, Protocol::V1));
+    }
+    if offered.contains(&Protocol::NAMES[0].0) {
+        return Ok((Some(Protocol::NAMES[0].0), Protocol::V5));
+    }
+    for p in offered {
+        if let Some((name, protocol)) = Protocol::NAMES.iter().find(|(n, _)| *n == p) {
+            return Ok((Some(name), *protocol));
+        }
+    }
+    Err(())
+}
+
+fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    let Some(target) = parse_path(req.uri().path()) else {
+        return text(StatusCode::NOT_FOUND, "404 page not found\n");
+    };
+    if req.method() != Method::GET && req.method() != Method::POST {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "405: Method Not Allowed");
+    }
+    let options = match parse_options(req.uri().query()) {
+        Ok(o) => o,
+        Err(message) => return text(StatusCode::BAD_REQUEST, message),
+    };
+    let found = shared.registry.find(
+        &target.namespace,
+        &target.pod,
+        target.uid.as_deref(),
+        &target.container,
+    );
+    let exec_target = match found {
+        Ok(t) => t,
+        Err(Missing::Pod) => return text(StatusCode::NOT_FOUND, "pod does not exist"),
+        Err(Missing::Container) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("container not found ({})", go_quote(&target.container)),
+            );
+        }
+    };
+    let headers = req.headers();
+    let websocket = headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"))
+        && has_token(headers, header::CONNECTION, "upgrade");
+    if !websocket {
+        // kubelet would take it for SPDY, which this node does not speak.
+        let message = if headers.contains_key("X-Stream-Protocol-Version") {
+            "unable to upgrade: this node serves exec streams over WebSocket only\n"
+        } else {
+            "unable to upgrade: X-Stream-Protocol-Version is required\n"
+        };
+        return text(StatusCode::BAD_REQUEST, message);
+    }
+    // Go's WebSocket server's checks and words.
+    if headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        != Some("13")
+    {
+        let mut resp = text(StatusCode::BAD_REQUEST, "missing or bad WebSocket Version");
+        resp.headers_mut().insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        return resp;
+    }
+    let Some(key) = headers
+        .get(header::SEC_WEBSOCKET_KEY)
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.trim().is_empty())
+    else {
+        return text(StatusCode::BAD_REQUEST, "mismatch challenge/response");
+    };
+    let Ok((name, protocol)) = negotiate(headers) else {
+        return text(StatusCode::FORBIDDEN, "");
+    };
+    let Ok(accept) = HeaderValue::from_str(&ws::accept_key(key)) else {
+        return text(StatusCode::BAD_REQUEST, "mismatch challenge/response");
+    };
+    tracing::debug!(
+        namespace = %target.namespace, pod = %target.pod, container = %target.container,
+        command = ?options.command, protocol = name.unwrap_or(""), tty = options.tty,
+        "exec"
+    );
+    let upgrade = hyper::upgrade::on(&mut req);
+    let shutdown = shared.shutdown.clone();
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(upgraded) => {
+                exec::run(
+                    TokioIo::new(upgraded),
+                    protocol,
+                    options,
+                    exec_target,
+                    shutdown,
+                )
+                .await;
+            }
+            Err(e) => tracing::debug!(error = %e, "upgrading an exec connection"),
+        }
+    });
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    if let Some(name) = name {
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(name),
+        );
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_options_as_kubelet_reads_them() {
+        let t = parse_path("/exec/ns/p/c").unwrap();
+        assert_eq!(
+            (t.namespace.as_str(), t.pod.as_str(), t.container.as_str()),
+            ("ns", "p", "c")
+        );
+        assert_eq!(t.uid, None);
+        let t = parse_path("/exec/ns/p/u-1/c%2Dx").unwrap();
+        assert_eq!(
+            (t.uid.as_deref(), t.container.as_str()),
+            (Some("u-1"), "c-x")
+        );
+        assert!(parse_path("/exec/ns/p").is_none());
+        assert!(parse_path("/exec/ns//c").is_none());
+        assert!(parse_path("/attach/ns/p/c").is_none());
+
+        let o = parse_options(Some(
+            "command=sh&command=-c&command=echo+a%20b&input=1&output=1&error=true",
+        ))
+        .unwrap();
+        assert_eq!(o.command, ["sh", "-c", "echo a b"]);
+        assert!(o.stdin && o.stdout && !o.stderr && !o.tty);
+        // With a TTY, stderr goes with stdout.
+        let o = parse_options(Some("command=sh&output=1&error=1&tty=1")).unwrap();
+        assert!(o.stdout && !o.stderr && o.tty);
+        assert_eq!(
+            parse_options(Some("command=sh&error=1&tty=1")).unwrap_err(),
+            "you must specify at least 1 of stdin, stdout, stderr"
+        );
+        assert_eq!(
+            parse_options(Some("output=1")).unwrap_err(),
+            "you must specify at least one command for the container"
+        );
+    }
+
+    #[test]
+    fn negotiation_takes_the_clients_first_served_protocol() {
+        let mut h = HeaderMap::new();
+        assert_eq!(negotiate(&h), Ok((None, Protocol::V1)));
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(
+                "v3.channel.k8s.io, v4.base64.channel.k8s.io,v4.channel.k8s.io",
+            ),
+        );
+        assert_eq!(
+            negotiate(&h),
+            Ok((Some("v4.base64.channel.k8s.io"), Protocol::V4Base64))
+        );
+        // v5 wherever it is (the API server's translator takes the request).
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("v4.channel.k8s.io"),
+        );
+        h.append(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("v5.channel.k8s.io"),
+        );
+        assert_eq!(negotiate(&h), Ok((Some("v5.channel.k8s.io"), Protocol::V5)));
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("v2.channel.k8s.io"),
+        );
+        assert_eq!(negotiate(&h), Err(()));
+    }
+}

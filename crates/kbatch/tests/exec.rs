@@ -1,0 +1,144 @@
+//! `kubectl exec` against `kbatch up --executor process`: the API server checks the request
+//! and passes the upgraded connection to the node's kubelet endpoint, which runs the command
+//! beside the container's process, with its environment and working directory.
+//!
+//! Needs kubectl on PATH (fails, not skips, without it).
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Server, eventually};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+/// kubectl with the server's kubeconfig: (exit code, stdout, stderr).
+fn kubectl(server: &Server, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    let mut cmd = Command::new("kubectl");
+    cmd.args(args).env("KUBECONFIG", server.kubeconfig());
+    let out = common::run_captured(cmd, stdin);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A running pod whose container sleeps in `dir` with `GREETING` in its environment.
+async fn running_pod(server: &Server, name: &str, dir: &std::path::Path) -> Api<Pod> {
+    let pods: Api<Pod> = Api::default_namespaced(server.client().await);
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "main", "image": "busybox", "command": ["sleep", "60"],
+            "workingDir": dir.to_string_lossy(),
+            "env": [{"name": "GREETING", "value": "hello from the container"}]}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    eventually(Duration::from_secs(20), "pod running", || async {
+        pods.get(name).await.ok().filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref())
+                .is_some_and(|s| s.running.is_some())
+        })
+    })
+    .await;
+    pods
+}
+
+#[tokio::test]
+async fn kubectl_exec_runs_in_the_containers_environment() {
+    let server = Server::start_with(&["--executor", "process"]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _pods = running_pod(&server, "ex", dir.path()).await;
+
+    let (code, out, err) = kubectl(
+        &server,
+        &[
+            "exec",
+            "ex",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$GREETING\"; pwd; echo to-stderr >&2",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}\n{}", server.logs());
+    let canonical = dir.path().canonicalize().expect("canonical dir");
+    assert_eq!(
+        out,
+        format!("hello from the container\n{}\n", canonical.display())
+    );
+    assert!(err.contains("to-stderr"), "{err}");
+
+    // The remote exit code is kubectl's.
+    let (code, _, err) = kubectl(&server, &["exec", "ex", "--", "sh", "-c", "exit 3"], None);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("command terminated with exit code 3"), "{err}");
+
+    // stdin reaches the command, and its end ends it.
+    let (code, out, err) = kubectl(
+        &server,
+        &["exec", "-i", "ex", "--", "cat"],
+        Some("line one\nline two\n"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "line one\nline two\n");
+}
+
+#[tokio::test]
+async fn exec_requests_are_checked_as_upstream_checks_them() {
+    let server = Server::start_with(&["--executor", "process"]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _pods = running_pod(&server, "chk", dir.path()).await;
+
+    let (code, _, err) = kubectl(&server, &["exec", "nope", "--", "true"], None);
+    assert_ne!(code, 0);
+    assert!(err.contains("pods \"nope\" not found"), "{err}");
+
+    let (code, _, err) = kubectl(&server, &["exec", "chk", "-c", "other", "--", "true"], None);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("container other is not valid for pod chk"),
+        "{err}"
+    );
+
+    // A plain request (no upgrade) is refused as upstream refuses it.
+    let client = server.client().await;
+    let r = common::raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/pods/chk/exec?command=true&stdout=true",
+        None,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["message"], "Upgrade request required");
+
+    // A pod not yet on a node has no kubelet to ask.
+    let pending: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pending"},
+        "spec": {"schedulerName": "elsewhere", "containers": [{"name": "main", "image": "busybox"}]}
+    }))
+    .expect("pod");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    pods.create(&PostParams::default(), &pending)
+        .await
+        .expect("create");
+    let (code, _, err) = kubectl(&server, &["exec", "pending", "--", "true"], None);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("pod pending does not have a host assigned"),
+        "{err}"
+    );
+}
