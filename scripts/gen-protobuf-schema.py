@@ -36,6 +36,8 @@ ROOTS = [
     ("k8s.io/api/authorization/v1", "SelfSubjectRulesReview", "authorization.k8s.io/v1", "SelfSubjectRulesReview"),
     ("k8s.io/api/authorization/v1", "SubjectAccessReview", "authorization.k8s.io/v1", "SubjectAccessReview"),
     ("k8s.io/api/authorization/v1", "LocalSubjectAccessReview", "authorization.k8s.io/v1", "LocalSubjectAccessReview"),
+    ("k8s.io/api/authentication/v1", "SelfSubjectReview", "authentication.k8s.io/v1", "SelfSubjectReview"),
+    ("k8s.io/api/authentication/v1", "TokenReview", "authentication.k8s.io/v1", "TokenReview"),
 ]
 
 META = "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -26,6 +26,7 @@ use crate::error::{ApiError, json_response};
 use crate::handlers::{self, FieldValidation};
 use crate::object::rfc3339;
 use crate::request::Query;
+use crate::reviews::ReviewNames;
 use crate::selector::LabelSelector;
 use crate::strategy::decode_kind;
 
@@ -36,62 +37,67 @@ pub const API_VERSION: &str = "authorization.k8s.io/v1";
 pub const VERBS: &[&str] = &["create"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReviewKind {
+pub enum ReviewKind {
     SelfSubjectAccess,
     SelfSubjectRules,
     SubjectAccess,
     LocalSubjectAccess,
 }
 
-/// One review resource: its names and scope, for routing and discovery.
-#[derive(Debug)]
-pub struct Review {
-    pub plural: &'static str,
-    pub singular: &'static str,
-    pub kind_name: &'static str,
-    pub namespaced: bool,
-    kind: ReviewKind,
-}
+/// One of this group's reviews.
+pub type Review = crate::reviews::Review<ReviewKind>;
 
 /// The reviews, in upstream's discovery order (a group version's resources sorted by name).
 pub static REVIEWS: &[Review] = &[
     Review {
-        plural: "localsubjectaccessreviews",
-        singular: "localsubjectaccessreview",
-        kind_name: "LocalSubjectAccessReview",
-        namespaced: true,
+        names: ReviewNames {
+            group: GROUP,
+            version: VERSION,
+            plural: "localsubjectaccessreviews",
+            singular: "localsubjectaccessreview",
+            kind_name: "LocalSubjectAccessReview",
+            namespaced: true,
+        },
         kind: ReviewKind::LocalSubjectAccess,
     },
     Review {
-        plural: "selfsubjectaccessreviews",
-        singular: "selfsubjectaccessreview",
-        kind_name: "SelfSubjectAccessReview",
-        namespaced: false,
+        names: ReviewNames {
+            group: GROUP,
+            version: VERSION,
+            plural: "selfsubjectaccessreviews",
+            singular: "selfsubjectaccessreview",
+            kind_name: "SelfSubjectAccessReview",
+            namespaced: false,
+        },
         kind: ReviewKind::SelfSubjectAccess,
     },
     Review {
-        plural: "selfsubjectrulesreviews",
-        singular: "selfsubjectrulesreview",
-        kind_name: "SelfSubjectRulesReview",
-        namespaced: false,
+        names: ReviewNames {
+            group: GROUP,
+            version: VERSION,
+            plural: "selfsubjectrulesreviews",
+            singular: "selfsubjectrulesreview",
+            kind_name: "SelfSubjectRulesReview",
+            namespaced: false,
+        },
         kind: ReviewKind::SelfSubjectRules,
     },
     Review {
-        plural: "subjectaccessreviews",
-        singular: "subjectaccessreview",
-        kind_name: "SubjectAccessReview",
-        namespaced: false,
+        names: ReviewNames {
+            group: GROUP,
+            version: VERSION,
+            plural: "subjectaccessreviews",
+            singular: "subjectaccessreview",
+            kind_name: "SubjectAccessReview",
+            namespaced: false,
+        },
         kind: ReviewKind::SubjectAccess,
     },
 ];
 
 /// The access reviews when `group`/`version` is theirs, else none.
 pub fn reviews_of(group: &str, version: &str) -> &'static [Review] {
-    if group == GROUP && version == VERSION {
-        REVIEWS
-    } else {
-        &[]
-    }
+    crate::reviews::of(REVIEWS, group, version)
 }
 
 /// Where a review request points.

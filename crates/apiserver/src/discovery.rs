@@ -1,10 +1,11 @@
 //! Discovery documents: /version, /api, /apis, and the per-group-version resource lists.
 
+use crate::reviews::ReviewNames;
 use serde_json::{Value, json};
 
-use crate::authorization::{self, Review};
 use crate::error::ApiError;
 use crate::resources::{GROUPS, RESOURCES, Resource};
+use crate::{authentication, authorization};
 
 /// The Kubernetes release whose API kbatch serves.
 pub const MAJOR: &str = "1";
@@ -97,8 +98,19 @@ fn subresource_kind(r: &Resource, sub: &str) -> &'static str {
     }
 }
 
+/// The reviews of a group version, in discovery order.
+fn reviews_of(group: &str, version: &str) -> Vec<&'static ReviewNames> {
+    let access = authorization::reviews_of(group, version)
+        .iter()
+        .map(|r| &r.names);
+    let authn = authentication::reviews_of(group, version)
+        .iter()
+        .map(|r| &r.names);
+    access.chain(authn).collect()
+}
+
 /// A review's `APIResource`: create only, no short names or categories.
-fn review_entry(r: &Review) -> Value {
+fn review_entry(r: &ReviewNames) -> Value {
     json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
         "kind": r.kind_name, "verbs": authorization::VERBS})
 }
@@ -113,11 +125,7 @@ pub fn api_resource_list(group: &str, version: &str) -> Result<Value, ApiError> 
         .iter()
         .filter(|r| r.group == group && r.version == version)
         .flat_map(resource_entries)
-        .chain(
-            authorization::reviews_of(group, version)
-                .iter()
-                .map(review_entry),
-        )
+        .chain(reviews_of(group, version).into_iter().map(review_entry))
         .collect();
     let gv = if group.is_empty() {
         version.to_string()
@@ -190,10 +198,10 @@ fn aggregated_resource(r: &Resource) -> Value {
 }
 
 /// A review's aggregated discovery entry.
-fn aggregated_review(r: &Review) -> Value {
+fn aggregated_review(r: &ReviewNames) -> Value {
     json!({
         "resource": r.plural,
-        "responseKind": {"group": authorization::GROUP, "version": authorization::VERSION, "kind": r.kind_name},
+        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind_name},
         "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": r.singular,
         "verbs": authorization::VERBS,
@@ -214,11 +222,7 @@ pub fn aggregated(version: &str, legacy_root: bool) -> Value {
                 .iter()
                 .filter(|r| r.group == *g && r.version == *v)
                 .map(aggregated_resource)
-                .chain(
-                    authorization::reviews_of(g, v)
-                        .iter()
-                        .map(aggregated_review),
-                )
+                .chain(reviews_of(g, v).into_iter().map(aggregated_review))
                 .collect();
             json!({
                 "metadata": {"name": g, "creationTimestamp": null},
@@ -267,10 +271,22 @@ mod tests {
                 "batch",
                 "events.k8s.io",
                 "coordination.k8s.io",
+                "authentication.k8s.io",
                 "authorization.k8s.io"
             ]
         );
-        let reviews = &groups["items"][3]["versions"][0]["resources"];
+        assert_eq!(
+            groups["items"][3]["versions"][0]["resources"],
+            json!([
+                {"resource": "selfsubjectreviews",
+                    "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "SelfSubjectReview"},
+                    "scope": "Cluster", "singularResource": "selfsubjectreview", "verbs": ["create"]},
+                {"resource": "tokenreviews",
+                    "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenReview"},
+                    "scope": "Cluster", "singularResource": "tokenreview", "verbs": ["create"]},
+            ])
+        );
+        let reviews = &groups["items"][4]["versions"][0]["resources"];
         assert_eq!(
             reviews[1],
             json!({"resource": "selfsubjectaccessreviews",
@@ -307,6 +323,16 @@ mod tests {
             list["resources"][2],
             json!({"name": "selfsubjectrulesreviews", "singularName": "selfsubjectrulesreview",
                 "namespaced": false, "kind": "SelfSubjectRulesReview", "verbs": ["create"]})
+        );
+        let list = api_resource_list("authentication.k8s.io", "v1").unwrap();
+        assert_eq!(
+            list["resources"],
+            json!([
+                {"name": "selfsubjectreviews", "singularName": "selfsubjectreview",
+                    "namespaced": false, "kind": "SelfSubjectReview", "verbs": ["create"]},
+                {"name": "tokenreviews", "singularName": "tokenreview",
+                    "namespaced": false, "kind": "TokenReview", "verbs": ["create"]},
+            ])
         );
     }
 }

@@ -4,6 +4,7 @@
 //! verb handlers, which apply kbatch-api's defaulting and validation and write through the store.
 
 pub mod apply;
+pub mod authentication;
 pub mod authorization;
 pub mod discovery;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod protobuf;
 pub mod request;
 pub mod request_metrics;
 pub mod resources;
+pub mod reviews;
 pub mod selector;
 pub mod smp;
 pub mod storage_metrics;
@@ -95,24 +97,37 @@ impl ServerState {
 
     /// Whether `req` may go past authentication: no token required, or the right one sent.
     fn authenticated(&self, req: &Request) -> bool {
-        let Some(want) = self.bearer_token.get() else {
-            return true;
-        };
-        let sent = req
-            .headers()
+        self.user(req.headers()).is_some()
+    }
+
+    /// Who a request with these headers is, as kube-apiserver would see it; none when it is
+    /// not authenticated. Without a bearer token (plain HTTP on loopback) everyone is the
+    /// user of kube-apiserver's old insecure port; with one, its holder is a static-token
+    /// admin and nobody else is anyone.
+    pub fn user(&self, headers: &axum::http::HeaderMap) -> Option<&'static authentication::User> {
+        if self.bearer_token.get().is_none() {
+            return Some(&authentication::UNSECURED);
+        }
+        let sent = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .map(str::trim)?;
+        self.token_user(sent)
+    }
+
+    /// Whose bearer token `token` is: the admin's when it is the instance's token, else
+    /// nobody's (also when no token is configured).
+    pub fn token_user(&self, token: &str) -> Option<&'static authentication::User> {
+        let want = self.bearer_token.get()?;
         // Compared in time independent of where they differ.
-        sent.is_some_and(|sent| {
-            sent.len() == want.len()
-                && sent
-                    .bytes()
-                    .zip(want.bytes())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0
-        })
+        let same = token.len() == want.len()
+            && token
+                .bytes()
+                .zip(want.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        same.then_some(&authentication::ADMIN)
     }
 
     pub fn set_log_dir(&self, dir: PathBuf) {
@@ -347,6 +362,25 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             let resp = if method == Method::POST {
                 match read_body(body).await {
                     Ok(bytes) => authorization::create(st, &t, &query, &parts.headers, &bytes),
+                    Err(e) => Err(e),
+                }
+            } else {
+                Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ))
+            };
+            return labels.record_response(resp.unwrap_or_else(error_response), started);
+        }
+        Ok(Route::AuthenticationReview(review)) => {
+            let labels = request_metrics::RequestLabels::authentication_review(
+                &method,
+                review,
+                &query,
+                &handlers::content_type(&parts.headers),
+            );
+            let resp = if method == Method::POST {
+                match read_body(body).await {
+                    Ok(bytes) => authentication::create(st, review, &query, &parts.headers, &bytes),
                     Err(e) => Err(e),
                 }
             } else {

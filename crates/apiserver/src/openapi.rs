@@ -354,29 +354,28 @@ pub(crate) fn path_items(group: &str, version: &str) -> Vec<PathItem> {
     // create -f` of a review finds no PATCH operation to learn that the server validates
     // fields, and validates on the client with the `/openapi/v2` schemas, where a kind they
     // do not describe sends kubectl looking for a CRD, which fails unless given
-    // `--validate=false`).
-    for r in crate::authorization::reviews_of(group, version) {
-        let path = if r.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
+    // `--validate=false`). The authentication reviews likewise.
+    let access = crate::authorization::reviews_of(group, version)
+        .iter()
+        .map(|r| (r.plural, r.kind_name, r.namespaced));
+    let authn = crate::authentication::reviews_of(group, version)
+        .iter()
+        .map(|r| (r.plural, r.kind_name, r.namespaced));
+    for (plural, kind_name, namespaced) in access.chain(authn) {
+        let path = if namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{plural}")
         } else {
-            format!("{prefix}/{}", r.plural)
+            format!("{prefix}/{plural}")
         };
-        let gvk = json!({"group": group, "version": version, "kind": r.kind_name});
+        let gvk = json!({"group": group, "version": version, "kind": kind_name});
         items.push(PathItem {
             path,
-            kind: r.kind_name,
-            definition: format!("io.k8s.api.{}.{version}.{}", package(group), r.kind_name),
-            namespaced: r.namespaced,
+            kind: kind_name,
+            definition: format!("io.k8s.api.{}.{version}.{kind_name}", package(group)),
+            namespaced,
             named: false,
             ops: vec![op_for(
-                gvk,
-                version,
-                r.kind_name,
-                "post",
-                "post",
-                "create",
-                "",
-                true,
+                gvk, version, kind_name, "post", "post", "create", "", true,
             )],
         });
     }
@@ -432,6 +431,7 @@ mod tests {
             "apis/batch/v1",
             "apis/events.k8s.io/v1",
             "apis/coordination.k8s.io/v1",
+            "apis/authentication.k8s.io/v1",
             "apis/authorization.k8s.io/v1",
         ] {
             let url = r["paths"][key]["serverRelativeURL"].as_str().unwrap();
@@ -461,6 +461,19 @@ mod tests {
             "/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews";
         assert!(d["paths"][local]["post"].is_object());
         assert_eq!(d["paths"].as_object().unwrap().len(), 4);
+        let d = for_path("apis/authentication.k8s.io/v1").unwrap();
+        let paths: Vec<&String> = d["paths"].as_object().unwrap().keys().collect();
+        assert_eq!(
+            paths,
+            [
+                "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                "/apis/authentication.k8s.io/v1/tokenreviews"
+            ]
+        );
+        assert_eq!(
+            d["paths"]["/apis/authentication.k8s.io/v1/tokenreviews"]["post"]["x-kubernetes-group-version-kind"],
+            json!({"group": "authentication.k8s.io", "version": "v1", "kind": "TokenReview"})
+        );
     }
 
     #[test]

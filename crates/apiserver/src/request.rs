@@ -23,6 +23,8 @@ pub enum Route {
     Resource(Target),
     /// A create-only access review of authorization.k8s.io (not stored).
     Review(crate::authorization::ReviewTarget),
+    /// A create-only review of authentication.k8s.io (not stored).
+    AuthenticationReview(&'static crate::authentication::Review),
     /// `/api`, `/apis`, `/api/v1`, `/apis/<group>`, `/apis/<group>/<version>`.
     Discovery {
         group: Option<String>,
@@ -94,6 +96,13 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
             return Err(ApiError::no_route());
         }
         return crate::authorization::route(rest).map(Route::Review);
+    }
+    if group == crate::authentication::GROUP && version == crate::authentication::VERSION {
+        // Never stored either.
+        if watch_path {
+            return Err(ApiError::no_route());
+        }
+        return crate::authentication::route(rest).map(Route::AuthenticationReview);
     }
     let lookup =
         |plural: &str| resources::find(&group, &version, plural).ok_or_else(ApiError::no_route);
@@ -244,6 +253,20 @@ mod tests {
         assert!(route("/apis/authorization.k8s.io/v1/watch/selfsubjectaccessreviews").is_err());
         assert!(matches!(
             route("/apis/authorization.k8s.io/v1"),
+            Ok(Route::Discovery { .. })
+        ));
+    }
+
+    #[test]
+    fn routes_authentication_reviews() {
+        match route("/apis/authentication.k8s.io/v1/selfsubjectreviews") {
+            Ok(Route::AuthenticationReview(r)) => assert_eq!(r.kind_name, "SelfSubjectReview"),
+            other => panic!("not a review route: {other:?}"),
+        }
+        assert!(route("/apis/authentication.k8s.io/v1/watch/tokenreviews").is_err());
+        assert!(route("/apis/authentication.k8s.io/v1/namespaces/ns/tokenreviews").is_err());
+        assert!(matches!(
+            route("/apis/authentication.k8s.io/v1"),
             Ok(Route::Discovery { .. })
         ));
     }

@@ -183,6 +183,37 @@ impl RequestLabels {
         q: &Query,
         content_type: &str,
     ) -> RequestLabels {
+        let gvr = (
+            crate::authorization::GROUP,
+            crate::authorization::VERSION,
+            t.review.plural,
+        );
+        Self::create_only(method, gvr, t.namespace.is_some(), q, content_type)
+    }
+
+    /// An authentication.k8s.io review: as an access review, never in a namespace.
+    pub fn authentication_review(
+        method: &Method,
+        review: &crate::authentication::Review,
+        q: &Query,
+        content_type: &str,
+    ) -> RequestLabels {
+        let gvr = (
+            crate::authentication::GROUP,
+            crate::authentication::VERSION,
+            review.plural,
+        );
+        Self::create_only(method, gvr, false, q, content_type)
+    }
+
+    /// A create-only resource's collection path (`in_namespace`: the URL names one).
+    fn create_only(
+        method: &Method,
+        (group, version, resource): (&'static str, &'static str, &'static str),
+        in_namespace: bool,
+        q: &Query,
+        content_type: &str,
+    ) -> RequestLabels {
         let verb = match method.as_str() {
             "GET" if q.get("watch").and_then(crate::request::parse_go_bool) == Some(true) => {
                 "WATCH"
@@ -193,7 +224,7 @@ impl RequestLabels {
         };
         let scope = if method == Method::POST {
             "resource"
-        } else if t.namespace.is_some() {
+        } else if in_namespace {
             "namespace"
         } else {
             "cluster"
@@ -201,9 +232,9 @@ impl RequestLabels {
         RequestLabels {
             verb,
             dry_run: dry_run(q),
-            group: crate::authorization::GROUP,
-            version: crate::authorization::VERSION,
-            resource: t.review.plural,
+            group,
+            version,
+            resource,
             subresource: String::new(),
             scope,
             component: COMPONENT,

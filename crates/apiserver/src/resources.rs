@@ -237,12 +237,14 @@ pub fn by_kind(kind: Kind) -> &'static Resource {
         .unwrap_or(&RESOURCES[0])
 }
 
-/// Groups served under /apis, in discovery order, with their single version. The last has
-/// no stored resources: its access reviews are `authorization::REVIEWS`.
+/// Groups served under /apis, in discovery order, with their single version. The last two
+/// have no stored resources: their reviews are `authentication::REVIEWS` and
+/// `authorization::REVIEWS` (upstream lists authentication just before authorization).
 pub const GROUPS: &[(&str, &str)] = &[
     ("batch", "v1"),
     ("events.k8s.io", "v1"),
     ("coordination.k8s.io", "v1"),
+    (crate::authentication::GROUP, crate::authentication::VERSION),
     (crate::authorization::GROUP, crate::authorization::VERSION),
 ];
 

@@ -2,34 +2,18 @@
 //! every request (upstream's AlwaysAllow), and the reviews say so with upstream's validation,
 //! status codes and response shapes; discovery lists them.
 
+mod common;
+
 use axum::Router;
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use kbatch_apiserver::{ServerState, router};
-use kbatch_store::{Store, StoreOptions};
 use serde_json::{Value, json};
-use tower::ServiceExt;
+
+use common::{Reply, server};
 
 const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
 const SSRR: &str = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
-
-/// A server over a store in a temporary directory (kept as long as the router is used).
-fn server() -> (Router, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let opts = StoreOptions {
-        durable: false,
-        ..StoreOptions::default()
-    };
-    let store = Store::open(dir.path(), opts).expect("the store opens");
-    (router(ServerState::new(store, "127.0.0.1:0".into())), dir)
-}
-
-struct Reply {
-    status: StatusCode,
-    body: Value,
-    warnings: Vec<String>,
-}
 
 async fn send(app: &Router, method: &str, uri: &str, accept: &str, body: Option<&Value>) -> Reply {
     let mut req = Request::builder()
@@ -44,28 +28,7 @@ async fn send(app: &Router, method: &str, uri: &str, accept: &str, body: Option<
         req = req.header("content-type", "application/json");
     }
     let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
-    let resp = app
-        .clone()
-        .oneshot(req.body(body).expect("a valid request"))
-        .await
-        .expect("the router answers");
-    let status = resp.status();
-    let warnings = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .filter_map(|h| h.to_str().ok().map(str::to_string))
-        .collect();
-    let bytes = to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .expect("a response body");
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|e| panic!("{method} {uri}: {e}: {}", String::from_utf8_lossy(&bytes)));
-    Reply {
-        status,
-        body,
-        warnings,
-    }
+    common::send(app, req, body).await
 }
 
 async fn post(app: &Router, uri: &str, body: Value) -> Reply {

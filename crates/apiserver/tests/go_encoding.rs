@@ -2,11 +2,12 @@
 //! zero value is neither stored nor returned (from a create, a patch, a status update, a
 //! dry run or a read), while pointers and fields without `omitempty` keep their zeros.
 
+mod common;
+
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::Request;
-use kbatch_apiserver::{ServerState, router};
-use kbatch_store::{Store, StoreOptions};
+use kbatch_apiserver::router;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -14,13 +15,7 @@ const PODS: &str = "/api/v1/namespaces/default/pods";
 const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 
 async fn server() -> (Router, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let opts = StoreOptions {
-        durable: false,
-        ..StoreOptions::default()
-    };
-    let store = Store::open(dir.path(), opts).expect("the store opens");
-    let state = ServerState::new(store, "127.0.0.1:0".into());
+    let (state, dir) = common::state();
     state.bootstrap().await.expect("bootstrap");
     (router(state), dir)
 }

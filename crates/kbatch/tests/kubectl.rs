@@ -1157,6 +1157,18 @@ async fn api_resources_versions_and_version() {
             // No short name: a row with one cell fewer.
             &["secrets", "v1", "true", "Secret"],
             &[
+                "selfsubjectreviews",
+                "authentication.k8s.io/v1",
+                "false",
+                "SelfSubjectReview",
+            ],
+            &[
+                "tokenreviews",
+                "authentication.k8s.io/v1",
+                "false",
+                "TokenReview",
+            ],
+            &[
                 "localsubjectaccessreviews",
                 "authorization.k8s.io/v1",
                 "true",
@@ -1190,7 +1202,7 @@ async fn api_resources_versions_and_version() {
     let out = k.ok(&["api-resources", "--namespaced=false", "-o", "name"]);
     assert_eq!(
         out,
-        "namespaces\nnodes\nselfsubjectaccessreviews.authorization.k8s.io\nselfsubjectrulesreviews.authorization.k8s.io\nsubjectaccessreviews.authorization.k8s.io\n"
+        "namespaces\nnodes\nselfsubjectreviews.authentication.k8s.io\ntokenreviews.authentication.k8s.io\nselfsubjectaccessreviews.authorization.k8s.io\nselfsubjectrulesreviews.authorization.k8s.io\nsubjectaccessreviews.authorization.k8s.io\n"
     );
     let out = k.ok(&[
         "api-resources",
@@ -1202,7 +1214,7 @@ async fn api_resources_versions_and_version() {
     assert_eq!(out, "cronjobs.batch\njobs.batch\n");
     assert_eq!(
         k.ok(&["api-versions"]),
-        "authorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\nv1\n"
+        "authentication.k8s.io/v1\nauthorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\nv1\n"
     );
     // `get all` covers the `all` category: pods, jobs and cronjobs.
     let out = k.run(&["get", "all"]);
@@ -1286,6 +1298,32 @@ async fn auth_can_i() {
     assert!(
         err.contains("spec.resourceAttributes: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified"),
         "{err}"
+    );
+}
+
+/// `kubectl auth whoami`: over plain HTTP everyone is the user kube-apiserver's insecure port
+/// gave every request, in kubectl's ATTRIBUTE/VALUE table (no UID row: there is none) and as
+/// the SelfSubjectReview itself.
+#[tokio::test]
+async fn auth_whoami() {
+    let server = Server::start().await;
+    let k = Kubectl::new(&server);
+    assert_table(
+        &k.ok(&["auth", "whoami"]),
+        &["ATTRIBUTE", "VALUE"],
+        &[
+            &["Username", "system:unsecured"],
+            &["Groups", "[system:masters system:authenticated]"],
+        ],
+    );
+    let v = k.json(&["auth", "whoami"]);
+    assert_eq!(v["kind"], "SelfSubjectReview");
+    assert_eq!(v["apiVersion"], "authentication.k8s.io/v1");
+    assert!(v["metadata"]["creationTimestamp"].is_string(), "{v}");
+    assert_eq!(
+        v["status"],
+        serde_json::json!({"userInfo": {"username": "system:unsecured",
+            "groups": ["system:masters", "system:authenticated"]}})
     );
 }
 

@@ -103,8 +103,49 @@ async fn a_non_loopback_address_is_served_over_tls_with_a_token() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // A restart keeps the CA and the token: kubeconfigs handed out before stay valid.
+    // Who the token's holder is: a static-token admin.
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["auth", "whoami", "-o", "json"])
+        .output()
+        .expect("run kubectl");
+    let whoami: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "kubectl auth whoami -o json: {e}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(
+        whoami["status"]["userInfo"],
+        serde_json::json!({"username": "kbatch-admin", "uid": "kbatch-admin",
+            "groups": ["system:masters", "system:authenticated"]})
+    );
+
+    // A TokenReview says whose a token is: the instance's is the admin's, any other no one's.
     let token = token_of(&server);
+    let review = |t: &str| {
+        serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": t}})
+        .to_string()
+    };
+    let path = "/apis/authentication.k8s.io/v1/tokenreviews";
+    let json = Some("application/json");
+    let r = raw(&client, "POST", path, json, review(&token)).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.json()["status"],
+        serde_json::json!({"authenticated": true, "user": {"username": "kbatch-admin",
+            "uid": "kbatch-admin", "groups": ["system:masters", "system:authenticated"]}})
+    );
+    let r = raw(&client, "POST", path, json, review("not-the-token")).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.json()["status"],
+        serde_json::json!({"user": {}, "error": "invalid bearer token"})
+    );
+
+    // A restart keeps the CA and the token: kubeconfigs handed out before stay valid.
     let ca = |s: &Server| {
         std::fs::read_to_string(s.kubeconfig())
             .expect("kubeconfig")

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use crate::field::{ErrorList, FieldError, Path, Value};
 use crate::names;
 
+mod authentication;
 mod authorization;
 mod config;
 mod cronjob;
@@ -22,6 +23,7 @@ mod pod;
 mod probe;
 pub mod render;
 
+pub use authentication::{TOKEN_REQUIRED, token_review};
 pub use authorization::{
     local_subject_access_review, self_subject_access_review, subject_access_review,
 };

@@ -150,6 +150,12 @@ impl Target {
                 review("SelfSubjectAccessReview", &meta),
                 review("SubjectAccessReview", &meta),
                 review("LocalSubjectAccessReview", &meta),
+                // TokenReview (authentication.k8s.io) likewise; its status's user is a struct.
+                (
+                    "TokenReview",
+                    true,
+                    json!({"metadata": meta, "spec": {}, "status": {"user": {}}}),
+                ),
                 ("", false, json!({"metadata": meta})),
             ]
         });

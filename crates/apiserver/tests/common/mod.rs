@@ -1,0 +1,68 @@
+//! The in-process harness of the router tests: a server over a throw-away store, and one
+//! request answered as status, JSON body and warnings.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::http::StatusCode;
+use axum::http::request::Builder;
+use kbatch_apiserver::{ServerState, router};
+use kbatch_store::{Store, StoreOptions};
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// The server's state over a store in a temporary directory (kept as long as it is used).
+pub fn state() -> (Arc<ServerState>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let opts = StoreOptions {
+        durable: false,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), opts).expect("the store opens");
+    (ServerState::new(store, "127.0.0.1:0".into()), dir)
+}
+
+/// A router over a fresh state.
+pub fn server() -> (Router, tempfile::TempDir) {
+    let (st, dir) = state();
+    (router(st), dir)
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+    pub warnings: Vec<String>,
+}
+
+/// Sends `req` with `body`; the reply's body must be JSON.
+pub async fn send(app: &Router, req: Builder, body: Body) -> Reply {
+    let what = format!(
+        "{} {}",
+        req.method_ref().map(|m| m.to_string()).unwrap_or_default(),
+        req.uri_ref().map(|u| u.to_string()).unwrap_or_default()
+    );
+    let resp = app
+        .clone()
+        .oneshot(req.body(body).expect("a valid request"))
+        .await
+        .expect("the router answers");
+    let status = resp.status();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|h| h.to_str().ok().map(str::to_string))
+        .collect();
+    let bytes = to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("a response body");
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&bytes)));
+    Reply {
+        status,
+        body,
+        warnings,
+    }
+}
