@@ -93,6 +93,7 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
 fn subresource_kind(r: &Resource, sub: &str) -> &'static str {
     match sub {
         "binding" => "Binding",
+        "attach" => "PodAttachOptions",
         "exec" => "PodExecOptions",
         _ => r.kind_name,
     }

@@ -6,11 +6,11 @@
 pub mod apply;
 pub mod authentication;
 pub mod authorization;
+pub mod connect;
 pub mod discovery;
 pub mod error;
 pub mod event_ttl;
 pub mod events;
-pub mod exec;
 pub mod gc;
 pub mod gojson;
 pub mod handlers;
@@ -300,16 +300,20 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
         }
         _ => {}
     }
-    // pods/exec needs the whole request: the connection it upgrades comes with it.
-    if path.ends_with("/exec")
+    // pods/exec and pods/attach need the whole request: the connection they upgrade comes
+    // with it.
+    if (path.ends_with("/exec") || path.ends_with("/attach"))
         && let Ok(Route::Resource(t)) = request::route(&path)
-        && t.subresource.as_deref() == Some("exec")
-        && t.resource.has_subresource("exec")
+        && let Some(what) = t
+            .subresource
+            .as_deref()
+            .and_then(connect::Connect::of_subresource)
+        && t.resource.has_subresource(what.subresource())
         && t.name.is_some()
     {
         let labels = request_metrics::RequestLabels::new(&method, &t, &query, "");
         let resp = if method == Method::GET || method == Method::POST {
-            exec::connect(st, &t, req).await
+            connect::connect(st, &t, what, req).await
         } else {
             Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",

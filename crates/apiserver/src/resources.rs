@@ -69,11 +69,13 @@ pub static RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["po"],
         categories: &["all"],
+        // In upstream's discovery order (sorted).
         subresources: &[
-            ("status", STATUS_VERBS),
+            ("attach", &["create", "get"]),
             ("binding", &["create"]),
             ("exec", &["create", "get"]),
             ("log", &["get"]),
+            ("status", STATUS_VERBS),
         ],
         storage: "pods",
     },

@@ -20,6 +20,7 @@ mod manager;
 mod node;
 mod probe;
 mod process;
+mod pty;
 mod runtime;
 mod simulate;
 pub mod state;

@@ -6,13 +6,21 @@
 //! nothing leaves no file, which the log endpoint serves as an empty log, as kubelet serves an
 //! empty file. Most short runs print nothing, and on a journaled filesystem the two
 //! directories and the file were ~15% of the executor's time for such a pod.
+//!
+//! Attached sessions (`kubectl attach`) get the output live as well, from the moment they
+//! attach: each is a tap on the run's log, sent each piece after it is in the file.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use kbatch_api::podlog::{MAX_RECORD_CONTENT, Stream, encode_record};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
+
+/// An attached session's share of a run's output: each piece as read, with its stream.
+pub type Tap = mpsc::Sender<(Stream, Bytes)>;
 
 /// Splits a byte stream into records: `(partial, content)`.
 #[derive(Debug, Default)]
@@ -58,6 +66,8 @@ pub struct LazyLog {
     file: Option<std::fs::File>,
     /// Opening failed once (reported then); the output is dropped.
     failed: bool,
+    /// The attached sessions (empty, unallocated, unless someone attaches).
+    taps: Vec<Tap>,
 }
 
 impl LazyLog {
@@ -66,7 +76,14 @@ impl LazyLog {
             path,
             file: None,
             failed: false,
+            taps: Vec::new(),
         }
+    }
+
+    /// Send the output from now on to `tap` too (sessions that have left are let go).
+    pub fn tap(&mut self, tap: Tap) {
+        self.taps.retain(|t| !t.is_closed());
+        self.taps.push(tap);
     }
 
     fn file(&mut self) -> Option<&mut std::fs::File> {
@@ -96,29 +113,36 @@ fn open_log(path: &std::path::Path) -> std::io::Result<std::fs::File> {
 /// A container run's log, shared by its stdout and stderr pumps.
 pub type LogFile = Arc<Mutex<LazyLog>>;
 
-fn append(log: &LogFile, stream: Stream, records: &mut Vec<(bool, Vec<u8>)>) {
-    if records.is_empty() {
-        return;
-    }
-    let now = jiff::Timestamp::now();
-    let mut buf = Vec::new();
-    for (partial, content) in records.drain(..) {
-        buf.clear();
-        encode_record(now, stream, partial, &content, &mut buf);
-        let Ok(mut log) = log.lock() else {
-            return;
-        };
-        let Some(f) = log.file() else {
-            return;
-        };
-        if let Err(e) = f.write_all(&buf) {
-            tracing::warn!(error = %e, "writing a container log");
-            return;
+/// Append the records to the log, in one hold of the lock so that the other stream's records
+/// never come between them; the attached sessions to send the piece to, if any.
+fn append(log: &LogFile, stream: Stream, records: &mut Vec<(bool, Vec<u8>)>) -> Option<Vec<Tap>> {
+    let Ok(mut log) = log.lock() else {
+        records.clear();
+        return None;
+    };
+    if !records.is_empty() {
+        let now = jiff::Timestamp::now();
+        let mut buf = Vec::new();
+        for (partial, content) in records.drain(..) {
+            buf.clear();
+            encode_record(now, stream, partial, &content, &mut buf);
+            // Breaking out drops the rest of the drained records.
+            let Some(f) = log.file() else {
+                break;
+            };
+            if let Err(e) = f.write_all(&buf) {
+                tracing::warn!(error = %e, "writing a container log");
+                break;
+            }
         }
     }
+    // Cloned out of the lock: a session slow to take its share holds back this stream (as a
+    // runtime's attached writers do), never the other one or the log.
+    (!log.taps.is_empty()).then(|| log.taps.clone())
 }
 
-/// Copy one output stream of a process into its log file until the stream closes.
+/// Copy one output stream of a process into its log file, and to the attached sessions, until
+/// the stream closes.
 pub async fn pump(mut reader: impl AsyncRead + Unpin, stream: Stream, file: LogFile) {
     let mut splitter = LineSplitter::default();
     let mut buf = vec![0u8; 8192];
@@ -128,12 +152,24 @@ pub async fn pump(mut reader: impl AsyncRead + Unpin, stream: Stream, file: LogF
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 splitter.feed(&buf[..n], &mut records);
-                append(&file, stream, &mut records);
+                if let Some(taps) = append(&file, stream, &mut records) {
+                    let piece = Bytes::copy_from_slice(&buf[..n]);
+                    let mut left = false;
+                    for tap in taps {
+                        // Fails once the session has left.
+                        left |= tap.send((stream, piece.clone())).await.is_err();
+                    }
+                    if left && let Ok(mut log) = file.lock() {
+                        log.taps.retain(|t| !t.is_closed());
+                    }
+                }
             }
         }
     }
     splitter.finish(&mut records);
-    append(&file, stream, &mut records);
+    if !records.is_empty() {
+        append(&file, stream, &mut records);
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,12 @@
 //! stdout and stderr pumped into its log file. Stop signals go to the whole group, and once the
 //! main process has exited the rest of its group is killed, as a container's processes end with
 //! it — so no process outlives its container.
+//!
+//! A container's `stdin`, `stdinOnce` and `tty` are a runtime's: with `stdin` its stdin is a pipe
+//! the node keeps open for attached sessions to write into (otherwise /dev/null); with `tty` it
+//! runs on a pseudo-terminal of its own, in a session of its own with the terminal as its
+//! controlling terminal, and its one output stream goes to the log as stdout. What attach needs
+//! of a run (`Attach`) is handed back with it for the streaming registry.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -15,7 +21,58 @@ use nix::unistd::Pid;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::env::Launch;
+use crate::logs::LogFile;
+use crate::pty;
 use crate::runtime::{Exit, Started, StopSignal};
+
+/// A container's `stdin`, `stdinOnce` and `tty`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContainerIo {
+    pub stdin: bool,
+    pub stdin_once: bool,
+    pub tty: bool,
+}
+
+/// What an attach session reaches of a running container: its output (through the taps of its
+/// log), its input when it has `stdin: true`, its terminal when it has `tty: true`.
+#[derive(Debug, Clone)]
+pub struct Attach {
+    pub log: LogFile,
+    pub input: Option<Input>,
+    pub pty: Option<pty::Master>,
+    pub stdin_once: bool,
+}
+
+/// A container's stdin, shared by the sessions attached to it.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// The write end of its stdin pipe, until closed.
+    Pipe(Arc<tokio::sync::Mutex<Option<tokio::process::ChildStdin>>>),
+    /// Typed into its terminal.
+    Pty(pty::Master),
+}
+
+impl Input {
+    /// Write `data`; false once the input is closed or the process no longer reads it.
+    pub async fn write(&self, data: &[u8]) -> bool {
+        use tokio::io::AsyncWriteExt;
+        match self {
+            Input::Pipe(pipe) => match pipe.lock().await.as_mut() {
+                Some(w) => w.write_all(data).await.is_ok(),
+                None => false,
+            },
+            Input::Pty(master) => pty::write(master, data).await.is_ok(),
+        }
+    }
+
+    /// Close the input: the process reads EOF. A terminal stays open (containerd closes a
+    /// `stdinOnce` container's stdin only without a TTY).
+    pub async fn close(&self) {
+        if let Input::Pipe(pipe) = self {
+            pipe.lock().await.take();
+        }
+    }
+}
 
 /// How long the log pumps may take to drain after the process group is gone.
 const PUMP_DRAIN: Duration = Duration::from_secs(2);
@@ -39,7 +96,12 @@ pub(crate) fn start_error(program: &str, e: &std::io::Error) -> String {
     }
 }
 
-pub fn start(launch: &Launch, workdir: &Path, log_file: PathBuf) -> Result<Started, String> {
+pub fn start(
+    launch: &Launch,
+    workdir: &Path,
+    log_file: PathBuf,
+    io: ContainerIo,
+) -> Result<Started, String> {
     let Some((program, args)) = launch.argv.split_first() else {
         return Err("no command to run".to_string());
     };
@@ -50,29 +112,65 @@ pub fn start(launch: &Launch, workdir: &Path, log_file: PathBuf) -> Result<Start
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .current_dir(workdir)
-        .stdin(Stdio::null())
+        .kill_on_drop(false);
+    let log = Arc::new(Mutex::new(crate::logs::LazyLog::new(log_file)));
+    let mut pumps = Vec::new();
+    let (child, input, master) = if io.tty {
+        let (master, slave) = pty::open().map_err(|e| format!("open /dev/ptmx: {e}"))?;
+        pty::attach_command(&mut cmd, slave).map_err(|e| format!("dup pty: {e}"))?;
+        let child = cmd.spawn().map_err(|e| start_error(program, &e))?;
+        // The parent's copies of the slave side go now: the master reads the end of the
+        // output (EIO) once the container's processes have closed theirs.
+        drop(cmd);
+        pumps.push(tokio::spawn(crate::logs::pump(
+            pty::Output(master.clone()),
+            Stream::Stdout,
+            log.clone(),
+        )));
+        let input = io.stdin.then(|| Input::Pty(master.clone()));
+        (child, input, Some(master))
+    } else {
+        cmd.stdin(if io.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so that signals reach everything the container starts.
-        .process_group(0)
-        .kill_on_drop(false);
-    let mut child = cmd.spawn().map_err(|e| start_error(program, &e))?;
+        .process_group(0);
+        let mut child = cmd.spawn().map_err(|e| start_error(program, &e))?;
+        if let Some(out) = child.stdout.take() {
+            pumps.push(tokio::spawn(crate::logs::pump(
+                out,
+                Stream::Stdout,
+                log.clone(),
+            )));
+        }
+        if let Some(err) = child.stderr.take() {
+            pumps.push(tokio::spawn(crate::logs::pump(
+                err,
+                Stream::Stderr,
+                log.clone(),
+            )));
+        }
+        let input = child
+            .stdin
+            .take()
+            .map(|w| Input::Pipe(Arc::new(tokio::sync::Mutex::new(Some(w)))));
+        (child, input, None)
+    };
+    let mut child = child;
     let Some(pid) = child.id() else {
         return Err("the process exited before it could be tracked".to_string());
     };
     let start_ticks = crate::state::start_ticks(pid);
-    let log = Arc::new(Mutex::new(crate::logs::LazyLog::new(log_file)));
-    let mut pumps = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        pumps.push(tokio::spawn(crate::logs::pump(
-            out,
-            Stream::Stdout,
-            log.clone(),
-        )));
-    }
-    if let Some(err) = child.stderr.take() {
-        pumps.push(tokio::spawn(crate::logs::pump(err, Stream::Stderr, log)));
-    }
+    let attach = Attach {
+        log,
+        input,
+        pty: master,
+        stdin_once: io.stdin_once,
+    };
     let (stop, mut stop_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit) = oneshot::channel();
     let pgid = i32::try_from(pid).unwrap_or(0);
@@ -121,6 +219,7 @@ pub fn start(launch: &Launch, workdir: &Path, log_file: PathBuf) -> Result<Start
         start_ticks,
         stop,
         exit,
+        attach: Some(attach),
     })
 }
 
@@ -146,6 +245,7 @@ mod tests {
             &launch(&["sh", "-c", "echo $X; pwd; echo oops >&2; exit 3"]),
             &dir.path().join("wd"),
             log.clone(),
+            ContainerIo::default(),
         )
         .unwrap();
         let exit = s.exit.await.unwrap();
@@ -164,6 +264,7 @@ mod tests {
             &launch(&["sh", "-c", "sleep 1000 & wait"]),
             dir.path(),
             dir.path().join("0.log"),
+            ContainerIo::default(),
         )
         .unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -209,6 +310,7 @@ mod tests {
             &launch(&["no-such-program-kbatch"]),
             dir.path(),
             dir.path().join("0.log"),
+            ContainerIo::default(),
         )
         .unwrap_err();
         assert_eq!(

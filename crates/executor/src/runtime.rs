@@ -12,8 +12,15 @@ use crate::env::Launch;
 /// How one container runs, decided before the pod starts.
 #[derive(Debug, Clone)]
 pub enum Plan {
-    Process { launch: Launch, workdir: PathBuf },
-    Simulate { duration: Duration, exit_code: i32 },
+    Process {
+        launch: Launch,
+        workdir: PathBuf,
+        io: crate::process::ContainerIo,
+    },
+    Simulate {
+        duration: Duration,
+        exit_code: i32,
+    },
 }
 
 /// A stop request.
@@ -53,12 +60,18 @@ pub struct Started {
     pub stop: mpsc::UnboundedSender<StopSignal>,
     /// Resolves once the run has ended and its output is in the log file.
     pub exit: oneshot::Receiver<Exit>,
+    /// What attach reaches of a process run.
+    pub attach: Option<crate::process::Attach>,
 }
 
 /// Start a run; `Err` is kubelet's `StartError` message (the run never started).
 pub fn start(plan: &Plan, log_file: PathBuf) -> Result<Started, String> {
     match plan {
-        Plan::Process { launch, workdir } => crate::process::start(launch, workdir, log_file),
+        Plan::Process {
+            launch,
+            workdir,
+            io,
+        } => crate::process::start(launch, workdir, log_file, *io),
         Plan::Simulate {
             duration,
             exit_code,

@@ -78,6 +78,7 @@ pub fn start(duration: Duration, exit_code: i32) -> Started {
         let _ = exit_tx.send(outcome);
     });
     Started {
+        attach: None,
         pid: None,
         start_ticks: None,
         stop,

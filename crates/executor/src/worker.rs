@@ -266,7 +266,7 @@ struct Active {
     /// The run's exit, when it came while its postStart hook ran: taken in once the hook is done
     /// (kubelet sees it on its next sync, after the hook).
     held_exit: Option<Option<Exit>>,
-    /// A process run, published for exec while it runs (dropped with the run).
+    /// A process run, published for exec and attach while it runs (dropped with the run).
     _exec: Option<crate::streaming::Published>,
 }
 
@@ -656,7 +656,16 @@ impl Worker {
             .as_deref()
             .filter(|d| !d.is_empty())
             .map_or_else(|| self.config().pods_dir().join(&self.uid), PathBuf::from);
-        Plan::Process { launch, workdir }
+        let io = crate::process::ContainerIo {
+            stdin: c.stdin.unwrap_or(false),
+            stdin_once: c.stdin_once.unwrap_or(false),
+            tty: c.tty.unwrap_or(false),
+        };
+        Plan::Process {
+            launch,
+            workdir,
+            io,
+        }
     }
 
     /// The spec of slot `i`'s container.
@@ -1222,20 +1231,21 @@ impl Worker {
         // The env and working directory of a process run: for exec, and for its probes and
         // hooks.
         let run_env = match &plan {
-            Plan::Process { launch, workdir } => {
-                Some((Arc::new(launch.env.clone()), workdir.clone()))
-            }
+            Plan::Process {
+                launch, workdir, ..
+            } => Some((Arc::new(launch.env.clone()), workdir.clone())),
             Plan::Simulate { .. } => None,
         };
         slot.run_env = run_env
             .clone()
             .filter(|_| !slot.probes.is_empty() || slot.has_pre_stop || slot.has_post_start);
         match runtime::start(&plan, log_file) {
-            Ok(started) => {
+            Ok(mut started) => {
+                let attach = started.attach.take();
                 let exec = run_env.map(|(env, workdir)| {
                     self.ctx
                         .streams
-                        .publish(&ns, &name, &uid, &container, env, workdir)
+                        .publish(&ns, &name, &uid, &container, env, workdir, attach)
                 });
                 let at = Instant::now();
                 for p in &mut slot.probes {

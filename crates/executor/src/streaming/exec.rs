@@ -1,94 +1,35 @@
-//! One exec session over an upgraded WebSocket connection: the command runs as a host process
-//! with the container's environment and working directory, its streams multiplexed on the
-//! remote-command channels (0 stdin, 1 stdout, 2 stderr, 3 error/status, 4 resize; each
-//! message's first byte is its channel, or its digit in the base64 protocols; v5 adds the
-//! client's `[255, channel]` close signal), and the status on channel 3 once all output is
-//! delivered. Then the connection is closed normally.
+//! One exec session over an upgraded WebSocket connection (`session`: channels, frames, the
+//! end): the command runs as a host process with the container's environment and working
+//! directory, its streams multiplexed on the remote-command channels, and the status on
+//! channel 3 once all output is delivered.
 //!
 //! The command gets a process group of its own (with a TTY, a session of its own whose
 //! controlling terminal is the pseudo-terminal). The group is killed when the command's main
 //! process exits (what it left behind ends with it, as a container's processes end with it),
 //! when the client goes away before that, and when the container stops.
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
-use nix::fcntl::OFlag;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::registry::ExecTarget;
-use super::status::{self, End, Format};
-use super::ws::{self, Message};
-
-/// The remote-command channels.
-const STDIN: u8 = 0;
-const STDOUT: u8 = 1;
-const STDERR: u8 = 2;
-const ERROR: u8 = 3;
-const RESIZE: u8 = 4;
-/// v5's close signal: `[CLOSE, channel]`.
-const CLOSE: u8 = 255;
+use super::session::{self, CLOSE, Conn, Incoming, Out, Protocol, RESIZE, STDERR, STDIN, STDOUT};
+use super::status::{self, End};
+use super::ws;
+use crate::pty;
 
 /// Output is read and sent in pieces of at most this size.
 const CHUNK: usize = 32 * 1024;
-/// Frames waiting for the connection; a slow client holds the command's output back.
-const OUT_QUEUE: usize = 16;
 /// Once the command's group is gone, its output ends when nothing more comes for this long
 /// (something that left the group may still hold a pipe open). Delivering what came is not
 /// bounded: a slow client gets all of it.
 const DRAIN: Duration = Duration::from_secs(2);
-/// How long the client may take to close the connection after the status: it reads the output
-/// still on the way first (the limit upstream's stream translator gives it).
-const FINISH_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-
-/// A subprotocol the session speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// `v5.channel.k8s.io`: v4 and the close signal (kube-apiserver's, for kubectl >= 1.30).
-    V5,
-    /// `v4.channel.k8s.io`: the status as JSON.
-    V4,
-    /// `v4.base64.channel.k8s.io`.
-    V4Base64,
-    /// `channel.k8s.io`, and a client that named no subprotocol.
-    V1,
-    /// `base64.channel.k8s.io`.
-    V1Base64,
-}
-
-impl Protocol {
-    /// The protocols kubelet's WebSocket server offers, and v5, which the API server's stream
-    /// translator adds in front of it.
-    pub const NAMES: [(&'static str, Protocol); 5] = [
-        ("v5.channel.k8s.io", Protocol::V5),
-        ("v4.channel.k8s.io", Protocol::V4),
-        ("v4.base64.channel.k8s.io", Protocol::V4Base64),
-        ("channel.k8s.io", Protocol::V1),
-        ("base64.channel.k8s.io", Protocol::V1Base64),
-    ];
-
-    fn base64(self) -> bool {
-        matches!(self, Protocol::V4Base64 | Protocol::V1Base64)
-    }
-
-    fn format(self) -> Format {
-        match self {
-            Protocol::V5 => Format::Translator,
-            Protocol::V4 | Protocol::V4Base64 => Format::Kubelet,
-            Protocol::V1 | Protocol::V1Base64 => Format::Text,
-        }
-    }
-}
 
 /// What the request asked for (kubelet's `remotecommand.Options` and the command).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,48 +39,6 @@ pub struct Options {
     pub stdout: bool,
     pub stderr: bool,
     pub tty: bool,
-}
-
-/// Frames to the client, in order, through the connection's one writer.
-#[derive(Clone)]
-struct Out {
-    tx: mpsc::Sender<Vec<u8>>,
-    base64: bool,
-}
-
-impl Out {
-    /// `data` on `channel`; false once the connection is gone.
-    async fn data(&self, channel: u8, data: &[u8]) -> bool {
-        let frame = if self.base64 {
-            let text = base64::engine::general_purpose::STANDARD.encode(data);
-            ws::frame(ws::OP_TEXT, &[&[b'0' + channel], text.as_bytes()])
-        } else {
-            ws::frame(ws::OP_BINARY, &[&[channel], data])
-        };
-        self.tx.send(frame).await.is_ok()
-    }
-
-    async fn frame(&self, frame: Vec<u8>) {
-        let _ = self.tx.send(frame).await;
-    }
-}
-
-/// Writes the frames until the channel closes or a close frame is written (nothing may follow
-/// one).
-async fn write_frames<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec<u8>>) {
-    while let Some(frame) = rx.recv().await {
-        let close = frame.first() == Some(&(0x80 | ws::OP_CLOSE));
-        if w.write_all(&frame).await.is_err() {
-            return;
-        }
-        if (close || rx.is_empty()) && w.flush().await.is_err() {
-            return;
-        }
-        if close {
-            return;
-        }
-    }
-    let _ = w.flush().await;
 }
 
 /// Run `options.command` in `target` for the client on `io`, until the command has ended and
@@ -153,31 +52,14 @@ pub async fn run<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    let (rd, wr) = tokio::io::split(io);
-    let (tx, rx) = mpsc::channel(OUT_QUEUE);
-    let writer = tokio::spawn(write_frames(wr, rx));
-    let out = Out {
-        tx,
-        base64: protocol.base64(),
-    };
-    let mut reader = ws::Reader::new(rd);
-    // kubelet tells the client its streams are open: an empty message on the lowest channel it
-    // writes.
-    let first = if options.stdout {
-        STDOUT
-    } else if options.stderr {
-        STDERR
-    } else {
-        ERROR
-    };
-    out.data(first, &[]).await;
-    let end = match spawn(&options, &target, &out) {
+    let mut conn = Conn::open(io, protocol, options.stdout, options.stderr).await;
+    let end = match spawn(&options, &target, &conn.out) {
         Ok(process) => {
             drive(
                 process,
                 protocol,
-                &mut reader,
-                &out,
+                &mut conn.reader,
+                &conn.out,
                 target.running.clone(),
                 &mut shutdown,
             )
@@ -188,37 +70,14 @@ pub async fn run<S>(
             Some(End::Failed(message))
         }
     };
-    if let Some(end) = end {
-        tracing::debug!(command = ?options.command, ?end, "exec ended");
-        if let Some(status) = status::message(protocol.format(), &options.command, &end) {
-            out.data(ERROR, &status).await;
+    match end {
+        Some(end) => {
+            tracing::debug!(command = ?options.command, ?end, "exec ended");
+            let status = status::message(protocol.format(), &options.command, &end);
+            conn.finish(status, &mut shutdown).await;
         }
-        out.frame(ws::close_frame(ws::CLOSE_NORMAL)).await;
-        // Closing the socket with the client's frames unread would reset it, and the output
-        // it has not read yet with it: wait for its close (unless the node is stopping).
-        let stopping = *shutdown.borrow();
-        let _ = tokio::time::timeout(FINISH_TIMEOUT, async {
-            if stopping {
-                return;
-            }
-            loop {
-                tokio::select! {
-                    m = reader.next() => match m {
-                        Ok(Some(Message::Close(_)) | None) | Err(_) => return,
-                        Ok(Some(_)) => {}
-                    },
-                    changed = shutdown.changed() => {
-                        if changed.is_err() || *shutdown.borrow() {
-                            return;
-                        }
-                    }
-                }
-            }
-        })
-        .await;
+        None => conn.close().await,
     }
-    drop(out);
-    let _ = writer.await;
 }
 
 /// The running command.
@@ -231,8 +90,8 @@ struct Process {
     pumps: JoinSet<()>,
     /// Tells the output pumps that the command's group is gone.
     exited: watch::Sender<bool>,
-    pty: Option<Arc<AsyncFd<OwnedFd>>>,
-    resize: Resize,
+    pty: Option<pty::Master>,
+    resize: pty::Resize,
 }
 
 /// The command's process group: SIGKILLed when dropped unless disarmed, so that no command
@@ -274,21 +133,14 @@ fn spawn(options: &Options, target: &ExecTarget, out: &Out) -> Result<Process, S
     let mut pumps = JoinSet::new();
     let (exited, exited_rx) = watch::channel(false);
     let (child, pty, stdin) = if options.tty {
-        let (master, slave) = open_pty().map_err(|e| format!("open /dev/ptmx: {e}"))?;
-        let dup = |f: &std::fs::File| f.try_clone().map_err(|e| format!("dup pty: {e}"));
-        cmd.stdin(dup(&slave)?).stdout(dup(&slave)?).stderr(slave);
-        // SAFETY: the hook runs in the child between fork and exec, and only makes system
-        // calls (setsid, ioctl), which are async-signal-safe; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(controlling_terminal);
-        }
+        let (master, slave) = pty::open().map_err(|e| format!("open /dev/ptmx: {e}"))?;
+        pty::attach_command(&mut cmd, slave).map_err(|e| format!("dup pty: {e}"))?;
         let child = cmd
             .spawn()
             .map_err(|e| crate::process::start_error(program, &e))?;
         // The parent's copies of the terminal's slave side go now: the master reads the end
         // of the output (EIO) once the command's processes have closed theirs.
         drop(cmd);
-        let master = Arc::new(master);
         pumps.spawn(pump_pty(
             master.clone(),
             options.stdout.then(|| out.clone()),
@@ -330,7 +182,7 @@ fn spawn(options: &Options, target: &ExecTarget, out: &Out) -> Result<Process, S
         pumps,
         exited,
         pty,
-        resize: Resize::default(),
+        resize: pty::Resize::default(),
     })
 }
 
@@ -412,53 +264,17 @@ async fn drive<R: AsyncRead + Unpin>(
 }
 
 impl Process {
-    /// Act on what the client sent; false when it went away (a close frame is answered).
+    /// Act on what the client sent; false when it went away.
     async fn on_message(
         &mut self,
         protocol: Protocol,
-        m: Result<Option<Message>, ws::WsError>,
+        m: Result<Option<ws::Message>, ws::WsError>,
         out: &Out,
     ) -> bool {
-        match m {
-            Ok(Some(Message::Data(data))) => {
-                self.on_data(protocol, data).await;
-                true
-            }
-            Ok(Some(Message::Ping(payload))) => {
-                out.frame(ws::frame(ws::OP_PONG, &[&payload])).await;
-                true
-            }
-            Ok(Some(Message::Pong)) => true,
-            Ok(Some(Message::Close(_))) => {
-                out.frame(ws::close_frame(ws::CLOSE_NORMAL)).await;
-                false
-            }
-            Ok(None) => false,
-            Err(e) => {
-                tracing::debug!(error = %e, "exec stream");
-                if let Some(code) = e.close_code() {
-                    out.frame(ws::close_frame(code)).await;
-                }
-                false
-            }
-        }
-    }
-
-    /// A message on one of the channels.
-    async fn on_data(&mut self, protocol: Protocol, data: Vec<u8>) {
-        let Some((&first, rest)) = data.split_first() else {
-            return;
-        };
-        let (channel, payload) = if protocol.base64() {
-            match base64::engine::general_purpose::STANDARD.decode(rest) {
-                Ok(p) => (first.wrapping_sub(b'0'), p),
-                Err(e) => {
-                    tracing::debug!(error = %e, "exec stream: a message that is not base64");
-                    return;
-                }
-            }
-        } else {
-            (first, rest.to_vec())
+        let (channel, payload) = match session::incoming(protocol, m, out).await {
+            Incoming::Data(channel, payload) => (channel, payload),
+            Incoming::Nothing => return true,
+            Incoming::Gone => return false,
         };
         match channel {
             STDIN if !payload.is_empty() => {
@@ -479,6 +295,7 @@ impl Process {
             }
             _ => {}
         }
+        true
     }
 
     /// The client went away first: the command is killed and reaped.
@@ -531,71 +348,13 @@ async fn feed<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec<u8>>) 
 
 // ---- TTY ----
 
-/// A pseudo-terminal: its master side, non-blocking for the reactor, and its slave side for the
-/// command. Both are close-on-exec, so that no other process the node starts meanwhile keeps
-/// the terminal open.
-fn open_pty() -> std::io::Result<(AsyncFd<OwnedFd>, std::fs::File)> {
-    let master = nix::pty::posix_openpt(
-        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
-    )?;
-    nix::pty::grantpt(&master)?;
-    nix::pty::unlockpt(&master)?;
-    let name = nix::pty::ptsname_r(&master)?;
-    let slave = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(nix::libc::O_NOCTTY)
-        .open(name)?;
-    // SAFETY: the descriptor is owned by what is registered and lives exactly as long.
-    let master = unsafe { AsyncFd::register(OwnedFd::from(master)) }?;
-    Ok((master, slave))
-}
-
-/// In the child: a session of its own whose controlling terminal is its stdin, the slave side.
-fn controlling_terminal() -> std::io::Result<()> {
-    nix::unistd::setsid()?;
-    // SAFETY: TIOCSCTTY takes an int argument and no pointer.
-    if unsafe { nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Read the terminal's output; 0 at its end (EIO: no slave side is open any more).
-async fn read_pty(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> std::io::Result<usize> {
-    loop {
-        let mut guard = fd.readable().await?;
-        match guard.try_io(|inner| Ok(nix::unistd::read(inner.get_ref(), buf)?)) {
-            Ok(Err(e)) if e.raw_os_error() == Some(nix::libc::EIO) => return Ok(0),
-            Ok(result) => return result,
-            Err(_would_block) => continue,
-        }
-    }
-}
-
-async fn write_pty(fd: &AsyncFd<OwnedFd>, mut data: &[u8]) -> std::io::Result<()> {
-    while !data.is_empty() {
-        let mut guard = fd.writable().await?;
-        match guard.try_io(|inner| Ok(nix::unistd::write(inner.get_ref(), data)?)) {
-            Ok(Ok(n)) => data = data.get(n..).unwrap_or_default(),
-            Ok(Err(e)) => return Err(e),
-            Err(_would_block) => continue,
-        }
-    }
-    Ok(())
-}
-
 /// The terminal's output to stdout (or nowhere, when stdout was not asked for: it is still
 /// read, or the command would block on a full terminal).
-async fn pump_pty(
-    master: Arc<AsyncFd<OwnedFd>>,
-    out: Option<Out>,
-    mut exited: watch::Receiver<bool>,
-) {
+async fn pump_pty(master: pty::Master, out: Option<Out>, mut exited: watch::Receiver<bool>) {
     let mut buf = vec![0u8; CHUNK];
     loop {
         let read = tokio::select! {
-            read = read_pty(&master, &mut buf) => read,
+            read = pty::read(&master, &mut buf) => read,
             _ = idle_after_exit(&mut exited) => return,
         };
         match read {
@@ -612,68 +371,10 @@ async fn pump_pty(
 }
 
 /// Type what arrives into the terminal.
-async fn feed_pty(master: Arc<AsyncFd<OwnedFd>>, mut rx: mpsc::Receiver<Vec<u8>>) {
+async fn feed_pty(master: pty::Master, mut rx: mpsc::Receiver<Vec<u8>>) {
     while let Some(data) = rx.recv().await {
-        if write_pty(&master, &data).await.is_err() {
+        if pty::write(&master, &data).await.is_err() {
             return;
         }
-    }
-}
-
-/// client-go's `TerminalSize`.
-#[derive(Debug, serde::Deserialize)]
-struct TerminalSize {
-    #[serde(rename = "Width", alias = "width", default)]
-    width: u16,
-    #[serde(rename = "Height", alias = "height", default)]
-    height: u16,
-}
-
-/// The resize channel: a stream of JSON sizes, as upstream decodes it (a value may span
-/// messages; the first malformed one ends the resizing).
-#[derive(Debug, Default)]
-struct Resize {
-    buf: Vec<u8>,
-    broken: bool,
-}
-
-impl Resize {
-    fn feed(&mut self, data: &[u8], pty: &AsyncFd<OwnedFd>) {
-        if self.broken {
-            return;
-        }
-        self.buf.extend_from_slice(data);
-        let mut sizes = serde_json::Deserializer::from_slice(&self.buf).into_iter::<TerminalSize>();
-        let mut used = 0;
-        while let Some(size) = sizes.next() {
-            match size {
-                Ok(size) => {
-                    set_window_size(pty, size.width, size.height);
-                    used = sizes.byte_offset();
-                }
-                Err(e) if e.is_eof() => break,
-                Err(e) => {
-                    tracing::debug!(error = %e, "exec stream: a malformed terminal size");
-                    self.broken = true;
-                    break;
-                }
-            }
-        }
-        self.buf.drain(..used);
-    }
-}
-
-fn set_window_size(pty: &AsyncFd<OwnedFd>, width: u16, height: u16) {
-    let size = nix::libc::winsize {
-        ws_row: height,
-        ws_col: width,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCSWINSZ reads one winsize through the pointer, which outlives the call. On
-    // the master it sizes the terminal and signals its foreground group (SIGWINCH).
-    let r = unsafe { nix::libc::ioctl(pty.as_raw_fd(), nix::libc::TIOCSWINSZ, &size) };
-    if r < 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "setting a terminal's size");
     }
 }

@@ -1,5 +1,5 @@
-//! The node's streaming endpoint, kubelet's `/exec`: the API server's `pods/exec` proxies the
-//! client's upgrade request here, to the port the Node reports as
+//! The node's streaming endpoint, kubelet's `/exec` and `/attach`: the API server's `pods/exec`
+//! and `pods/attach` proxy the client's upgrade request here, to the port the Node reports as
 //! `status.daemonEndpoints.kubeletEndpoint.Port`, and the session runs between this server and
 //! the client. Upstream's kubelet hands a WebSocket request to its runtime's streaming server
 //! (and kube-apiserver translates a v5 client's WebSocket to SPDY first); kbatch's node speaks
@@ -13,9 +13,17 @@
 //! the pod bound to this node (404), the container running (500), then the WebSocket handshake
 //! and its subprotocol (400, 403). Only the process runtime runs containers that can be exec'd
 //! into: with the simulate runtime every container is `not found`.
+//!
+//! `GET` or `POST /attach/{namespace}/{pod}/{container}` (or with the pod UID) joins the
+//! container's own streams (`attach`): the same query but no `command`, the same checks and
+//! protocols, kubelet's words for a container it cannot find (`GetAttach`). Whether the
+//! session has a TTY is the container's `tty`, not the request's (only stderr follows the
+//! request's `tty`), as kubelet decides it.
 
+mod attach;
 mod exec;
 mod registry;
+mod session;
 mod status;
 mod ws;
 
@@ -33,8 +41,9 @@ use kbatch_cron::go_quote;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use exec::{Options, Protocol};
+use exec::Options;
 pub use registry::{ExecTarget, Missing, Published, Registry};
+use session::Protocol;
 
 /// Listen for the streaming endpoint on the node's address; port `None` or 0 lets the OS
 /// choose one.
@@ -114,7 +123,14 @@ fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
     resp
 }
 
-/// The exec request's target in the path: namespace, pod, optional pod UID, container.
+/// Which session a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Exec,
+    Attach,
+}
+
+/// The request's target in the path: namespace, pod, optional pod UID, container.
 struct Target {
     namespace: String,
     pod: String,
@@ -122,8 +138,12 @@ struct Target {
     container: String,
 }
 
-fn parse_path(path: &str) -> Option<Target> {
-    let rest = path.strip_prefix("/exec/")?;
+fn parse_path(path: &str) -> Option<(Kind, Target)> {
+    let (kind, rest) = if let Some(rest) = path.strip_prefix("/exec/") {
+        (Kind::Exec, rest)
+    } else {
+        (Kind::Attach, path.strip_prefix("/attach/")?)
+    };
     let decode = |s: &str| {
         percent_encoding::percent_decode_str(s)
             .decode_utf8()
@@ -137,7 +157,7 @@ fn parse_path(path: &str) -> Option<Target> {
         [ns, pod, uid, container] => (ns, pod, Some(uid), container),
         _ => return None,
     };
-    Some(Target {
+    let target = Target {
         namespace: decode(ns)?,
         pod: decode(pod)?,
         uid: match uid {
@@ -145,12 +165,13 @@ fn parse_path(path: &str) -> Option<Target> {
             None => None,
         },
         container: decode(container)?,
-    })
+    };
+    Some((kind, target))
 }
 
 /// kubelet's reading of the query (`remotecommand.NewOptions`: a stream is on when its
 /// parameter is `1`; with a TTY, stderr is folded into it).
-fn parse_options(query: Option<&str>) -> Result<Options, &'static str> {
+fn parse_options(kind: Kind, query: Option<&str>) -> Result<Options, &'static str> {
     let mut o = Options {
         command: Vec::new(),
         stdin: false,
@@ -175,7 +196,7 @@ fn parse_options(query: Option<&str>) -> Result<Options, &'static str> {
     if !o.stdin && !o.stdout && !o.stderr {
         return Err("you must specify at least 1 of stdin, stdout, stderr");
     }
-    if o.command.is_empty() {
+    if kind == Kind::Exec && o.command.is_empty() {
         // kube-apiserver's check, which a request reaching kubelet has passed.
         return Err("you must specify at least one command for the container");
     }
@@ -220,13 +241,13 @@ fn negotiate(headers: &HeaderMap) -> Result<(Option<&'static str>, Protocol), ()
 }
 
 fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
-    let Some(target) = parse_path(req.uri().path()) else {
+    let Some((kind, target)) = parse_path(req.uri().path()) else {
         return text(StatusCode::NOT_FOUND, "404 page not found\n");
     };
     if req.method() != Method::GET && req.method() != Method::POST {
         return text(StatusCode::METHOD_NOT_ALLOWED, "405: Method Not Allowed");
     }
-    let options = match parse_options(req.uri().query()) {
+    let options = match parse_options(kind, req.uri().query()) {
         Ok(o) => o,
         Err(message) => return text(StatusCode::BAD_REQUEST, message),
     };
@@ -237,13 +258,19 @@ fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> 
         &target.container,
     );
     let exec_target = match found {
-        Ok(t) => t,
+        // Only a host process can be attached to.
+        Ok(t) if kind == Kind::Exec || t.attach.is_some() => t,
         Err(Missing::Pod) => return text(StatusCode::NOT_FOUND, "pod does not exist"),
-        Err(Missing::Container) => {
-            return text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("container not found ({})", go_quote(&target.container)),
-            );
+        Ok(_) | Err(Missing::Container) => {
+            let message = match kind {
+                Kind::Exec => format!("container not found ({})", go_quote(&target.container)),
+                // kubelet's GetAttach names the pod by its full name, `name_namespace`.
+                Kind::Attach => format!(
+                    "container {} not found in pod {}_{}",
+                    target.container, target.pod, target.namespace
+                ),
+            };
+            return text(StatusCode::INTERNAL_SERVER_ERROR, &message);
         }
     };
     let headers = req.headers();
@@ -291,23 +318,40 @@ fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> 
     tracing::debug!(
         namespace = %target.namespace, pod = %target.pod, container = %target.container,
         command = ?options.command, protocol = name.unwrap_or(""), tty = options.tty,
-        "exec"
+        "{kind:?}"
     );
     let upgrade = hyper::upgrade::on(&mut req);
     let shutdown = shared.shutdown.clone();
     tokio::spawn(async move {
         match upgrade.await {
-            Ok(upgraded) => {
-                exec::run(
-                    TokioIo::new(upgraded),
-                    protocol,
-                    options,
-                    exec_target,
-                    shutdown,
-                )
-                .await;
-            }
-            Err(e) => tracing::debug!(error = %e, "upgrading an exec connection"),
+            Ok(upgraded) => match kind {
+                Kind::Exec => {
+                    exec::run(
+                        TokioIo::new(upgraded),
+                        protocol,
+                        options,
+                        exec_target,
+                        shutdown,
+                    )
+                    .await;
+                }
+                Kind::Attach => {
+                    let options = attach::Options {
+                        stdin: options.stdin,
+                        stdout: options.stdout,
+                        stderr: options.stderr,
+                    };
+                    attach::run(
+                        TokioIo::new(upgraded),
+                        protocol,
+                        options,
+                        exec_target,
+                        shutdown,
+                    )
+                    .await;
+                }
+            },
+            Err(e) => tracing::debug!(error = %e, "upgrading a streaming connection"),
         }
     });
     let mut resp = Response::new(Full::new(Bytes::new()));
@@ -331,36 +375,51 @@ mod tests {
 
     #[test]
     fn paths_and_options_as_kubelet_reads_them() {
-        let t = parse_path("/exec/ns/p/c").unwrap();
+        let (kind, t) = parse_path("/exec/ns/p/c").unwrap();
+        assert_eq!(kind, Kind::Exec);
         assert_eq!(
             (t.namespace.as_str(), t.pod.as_str(), t.container.as_str()),
             ("ns", "p", "c")
         );
         assert_eq!(t.uid, None);
-        let t = parse_path("/exec/ns/p/u-1/c%2Dx").unwrap();
+        let (_, t) = parse_path("/exec/ns/p/u-1/c%2Dx").unwrap();
         assert_eq!(
             (t.uid.as_deref(), t.container.as_str()),
             (Some("u-1"), "c-x")
         );
         assert!(parse_path("/exec/ns/p").is_none());
         assert!(parse_path("/exec/ns//c").is_none());
-        assert!(parse_path("/attach/ns/p/c").is_none());
+        assert_eq!(parse_path("/attach/ns/p/c").unwrap().0, Kind::Attach);
+        assert_eq!(
+            parse_path("/attach/ns/p/u/c").unwrap().1.uid.as_deref(),
+            Some("u")
+        );
+        assert!(parse_path("/attach/ns/p").is_none());
+        assert!(parse_path("/logs/ns/p/c").is_none());
+        // Attach takes no command.
+        let o = parse_options(Kind::Attach, Some("input=1&output=1&tty=1")).unwrap();
+        assert!(o.stdin && o.stdout && o.tty && o.command.is_empty());
+        assert_eq!(
+            parse_options(Kind::Attach, Some("tty=1")).unwrap_err(),
+            "you must specify at least 1 of stdin, stdout, stderr"
+        );
 
-        let o = parse_options(Some(
-            "command=sh&command=-c&command=echo+a%20b&input=1&output=1&error=true",
-        ))
+        let o = parse_options(
+            Kind::Exec,
+            Some("command=sh&command=-c&command=echo+a%20b&input=1&output=1&error=true"),
+        )
         .unwrap();
         assert_eq!(o.command, ["sh", "-c", "echo a b"]);
         assert!(o.stdin && o.stdout && !o.stderr && !o.tty);
         // With a TTY, stderr goes with stdout.
-        let o = parse_options(Some("command=sh&output=1&error=1&tty=1")).unwrap();
+        let o = parse_options(Kind::Exec, Some("command=sh&output=1&error=1&tty=1")).unwrap();
         assert!(o.stdout && !o.stderr && o.tty);
         assert_eq!(
-            parse_options(Some("command=sh&error=1&tty=1")).unwrap_err(),
+            parse_options(Kind::Exec, Some("command=sh&error=1&tty=1")).unwrap_err(),
             "you must specify at least 1 of stdin, stdout, stderr"
         );
         assert_eq!(
-            parse_options(Some("output=1")).unwrap_err(),
+            parse_options(Kind::Exec, Some("output=1")).unwrap_err(),
             "you must specify at least one command for the container"
         );
     }

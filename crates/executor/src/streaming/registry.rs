@@ -1,13 +1,16 @@
-//! What the streaming server may exec into: the pods bound to this node (kubelet's pod manager:
-//! from the moment the node sees a pod bound to it until the object is gone) and, of their
-//! containers, the ones running now with the environment and working directory their process
-//! got. The manager records the pods, the workers publish each container run while it runs.
+//! What the streaming server may exec into and attach to: the pods bound to this node
+//! (kubelet's pod manager: from the moment the node sees a pod bound to it until the object is
+//! gone) and, of their containers, the ones running now with the environment and working
+//! directory their process got, and its output, input and terminal for attach. The manager
+//! records the pods, the workers publish each container run while it runs.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
+
+use crate::process::Attach;
 
 /// The node's pods and running containers, shared by the manager, the workers and the
 /// streaming server.
@@ -34,6 +37,7 @@ struct Entry {
     pod_uid: String,
     env: Arc<Vec<(String, String)>>,
     workdir: PathBuf,
+    attach: Option<Attach>,
     /// Closed when the run stops.
     running: watch::Receiver<()>,
 }
@@ -44,6 +48,8 @@ pub struct ExecTarget {
     /// The container's environment, exactly as its process got it.
     pub env: Arc<Vec<(String, String)>>,
     pub workdir: PathBuf,
+    /// Its output, input and terminal (`None` for a run that is not a host process).
+    pub attach: Option<Attach>,
     /// Its `changed()` fails once the container has stopped: what runs in it must end.
     pub running: watch::Receiver<()>,
 }
@@ -113,7 +119,8 @@ impl Registry {
     }
 
     /// A container run of pod `pod_uid` started with `env` in `workdir`; it can be exec'd into
-    /// until the returned value is dropped.
+    /// (and attached to, with `attach`) until the returned value is dropped.
+    #[allow(clippy::too_many_arguments)]
     pub fn publish(
         &self,
         namespace: &str,
@@ -122,6 +129,7 @@ impl Registry {
         container: &str,
         env: Arc<Vec<(String, String)>>,
         workdir: PathBuf,
+        attach: Option<Attach>,
     ) -> Published {
         let (tx, rx) = watch::channel(());
         let key = format!("{namespace}/{pod}/{container}");
@@ -135,6 +143,7 @@ impl Registry {
                 pod_uid: pod_uid.to_string(),
                 env,
                 workdir,
+                attach,
                 running: rx,
             },
         );
@@ -170,6 +179,7 @@ impl Registry {
             Some(e) if &e.pod_uid == pod_uid => Ok(ExecTarget {
                 env: e.env.clone(),
                 workdir: e.workdir.clone(),
+                attach: e.attach.clone(),
                 running: e.running.clone(),
             }),
             _ => Err(Missing::Container),
@@ -191,7 +201,7 @@ mod tests {
             Missing::Container
         );
         let env = Arc::new(vec![("A".to_string(), "1".to_string())]);
-        let run = r.publish("ns", "p", "u1", "c", env, "/w".into());
+        let run = r.publish("ns", "p", "u1", "c", env, "/w".into(), None);
         let t = r.find("ns", "p", None, "c").unwrap();
         assert_eq!(t.env[0].1, "1");
         assert_eq!(t.workdir, PathBuf::from("/w"));
@@ -201,7 +211,15 @@ mod tests {
             Missing::Container
         );
         // The next run replaces the entry; the end of the earlier one leaves it.
-        let next = r.publish("ns", "p", "u1", "c", Arc::new(Vec::new()), "/x".into());
+        let next = r.publish(
+            "ns",
+            "p",
+            "u1",
+            "c",
+            Arc::new(Vec::new()),
+            "/x".into(),
+            None,
+        );
         let running = t.running.clone();
         drop(run);
         assert!(
@@ -220,7 +238,15 @@ mod tests {
         // A pod of the same name but another UID: the old one's end does not remove it.
         r.pod_bound("u2", "ns", "p");
         r.pod_gone("u1");
-        let _run = r.publish("ns", "p", "u2", "c", Arc::new(Vec::new()), "/y".into());
+        let _run = r.publish(
+            "ns",
+            "p",
+            "u2",
+            "c",
+            Arc::new(Vec::new()),
+            "/y".into(),
+            None,
+        );
         assert!(r.find("ns", "p", None, "c").is_ok());
         r.pod_gone("u2");
         assert_eq!(r.find("ns", "p", None, "c").unwrap_err(), Missing::Pod);

@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+pub mod streams;
+
 pub struct Cluster {
     pub client: kube::Client,
     pub config: ExecutorConfig,

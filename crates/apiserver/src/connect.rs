@@ -1,11 +1,11 @@
-//! `pods/exec`, as kube-apiserver's `ExecREST.Connect` serves it: the pod and container are
-//! resolved (a pod of one container needs none named), the pod must be on a node, and the
-//! client's upgrade request goes to that node's kubelet endpoint — its InternalIP and
-//! `status.daemonEndpoints.kubeletEndpoint.Port` — at kubelet's
-//! `/exec/{namespace}/{pod}/{container}`, the streams asked for as `input`, `output`, `error`
-//! and `tty` (upstream's `streamLocation`). Once both sides have switched protocols the bytes
-//! are copied both ways untouched (upstream's `UpgradeAwareHandler`); an answer other than a
-//! switch is passed back as it came.
+//! `pods/exec` and `pods/attach`, as kube-apiserver's `ExecREST` and `AttachREST` connect
+//! them: the pod and container are resolved (a pod of one container needs none named), the
+//! pod must be on a node, and the client's upgrade request goes to that node's kubelet
+//! endpoint — its InternalIP and `status.daemonEndpoints.kubeletEndpoint.Port` — at kubelet's
+//! `/exec/...` or `/attach/{namespace}/{pod}/{container}`, the streams asked for as `input`,
+//! `output`, `error` and `tty` (upstream's `streamLocation`). Once both sides have switched
+//! protocols the bytes are copied both ways untouched (upstream's `UpgradeAwareHandler`); an
+//! answer other than a switch is passed back as it came.
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -31,7 +31,35 @@ const UPGRADE_HEADERS: &[HeaderName] = &[
     header::SEC_WEBSOCKET_EXTENSIONS,
 ];
 
-/// What the request asks of the container, from `PodExecOptions` in the query.
+/// Which connection to the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connect {
+    /// Run a command beside the container's process (`PodExecOptions`).
+    Exec,
+    /// Join the container's own stdin and output (`PodAttachOptions`).
+    Attach,
+}
+
+impl Connect {
+    /// The subresource, which is also kubelet's path prefix.
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Connect::Exec => "exec",
+            Connect::Attach => "attach",
+        }
+    }
+
+    pub fn of_subresource(sub: &str) -> Option<Connect> {
+        match sub {
+            "exec" => Some(Connect::Exec),
+            "attach" => Some(Connect::Attach),
+            _ => None,
+        }
+    }
+}
+
+/// What the request asks of the container, from `PodExecOptions` or `PodAttachOptions`
+/// (which has no command) in the query.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ExecOptions {
     pub container: Option<String>,
@@ -177,12 +205,20 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
     has(&header::CONNECTION, "upgrade") && headers.contains_key(header::UPGRADE)
 }
 
-/// Serves one `pods/exec` request.
-pub async fn connect(st: &ServerState, t: &Target, mut req: Request) -> Result<Response, ApiError> {
+/// Serves one `pods/exec` or `pods/attach` request.
+pub async fn connect(
+    st: &ServerState,
+    t: &Target,
+    what: Connect,
+    mut req: Request,
+) -> Result<Response, ApiError> {
     let res = t.resource;
     let name = t.name.clone().unwrap_or_default();
     let ns = t.namespace.clone().unwrap_or_default();
-    let opts = ExecOptions::from_query(req.uri().query())?;
+    let mut opts = ExecOptions::from_query(req.uri().query())?;
+    if what == Connect::Attach {
+        opts.command.clear();
+    }
     let obj = st
         .store
         .get(&res.key(&ns, &name))
@@ -211,7 +247,8 @@ pub async fn connect(st: &ServerState, t: &Target, mut req: Request) -> Result<R
     }
 
     let path = format!(
-        "/exec/{}/{}/{}?{}",
+        "/{}/{}/{}/{}?{}",
+        what.subresource(),
         enc(&ns),
         enc(&name),
         enc(&container),
@@ -264,10 +301,12 @@ pub async fn connect(st: &ServerState, t: &Target, mut req: Request) -> Result<R
             (Ok(client), Ok(node)) => {
                 let (mut client, mut node) = (TokioIo::new(client), TokioIo::new(node));
                 if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut node).await {
-                    tracing::debug!(error = %e, "exec stream ended");
+                    tracing::debug!(error = %e, "container stream ended");
                 }
             }
-            (Err(e), _) | (_, Err(e)) => tracing::debug!(error = %e, "exec upgrade failed"),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::debug!(error = %e, "container stream upgrade failed")
+            }
         }
     });
     let mut resp = Response::new(Body::empty());

@@ -1,6 +1,7 @@
-//! `kubectl exec` against `kbatch up --executor process`: the API server checks the request
-//! and passes the upgraded connection to the node's kubelet endpoint, which runs the command
-//! beside the container's process, with its environment and working directory.
+//! `kubectl exec` and `kubectl attach` (and `kubectl run -i`) against `kbatch up --executor
+//! process`: the API server checks the request and passes the upgraded connection to the
+//! node's kubelet endpoint, which runs the command beside the container's process, with its
+//! environment and working directory, or joins the container's own stdin and output.
 //!
 //! Needs kubectl on PATH (fails, not skips, without it).
 
@@ -141,4 +142,52 @@ async fn exec_requests_are_checked_as_upstream_checks_them() {
         err.contains("pod pending does not have a host assigned"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn kubectl_run_attaches_to_the_containers_stdin() {
+    let server = Server::start_with(&["--executor", "process"]).await;
+    // kubectl creates the pod with stdin and stdinOnce, waits for it to run, attaches, and
+    // with --rm deletes it once the session ends.
+    let (code, out, err) = kubectl(
+        &server,
+        &[
+            "run",
+            "att",
+            "--image=busybox",
+            "--restart=Never",
+            "-i",
+            "--rm",
+            "--command",
+            "--",
+            "sh",
+            "-c",
+            "read line; echo \"got $line\"",
+        ],
+        Some("hello\n"),
+    );
+    assert_eq!(code, 0, "{out}\n{err}\n{}", server.logs());
+    assert!(out.contains("got hello"), "{out}\n{err}");
+    assert!(out.contains("pod \"att\" deleted"), "{out}\n{err}");
+}
+
+#[tokio::test]
+async fn kubectl_attach_follows_a_containers_output() {
+    let server = Server::start_with(&["--executor", "process"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client().await);
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ticker"},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "busybox", "command": ["sh", "-c",
+                "sleep 1; for i in 1 2 3 4 5 6; do echo tick $i; echo tock $i >&2; sleep 0.3; done"]}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    // kubectl attach waits for the pod to run, then follows its output until it exits.
+    let (code, out, err) = kubectl(&server, &["attach", "ticker"], None);
+    assert_eq!(code, 0, "{out}\n{err}\n{}", server.logs());
+    assert!(out.contains("tick 6"), "{out}\n{err}");
+    assert!(err.contains("tock 6"), "{out}\n{err}");
 }
