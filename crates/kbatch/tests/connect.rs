@@ -94,6 +94,34 @@ async fn kubectl_exec_runs_in_the_containers_environment() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "line one\nline two\n");
+
+    // kubectl cp is tar through exec, both ways; the container's files are the host's.
+    let src = dir.path().join("in.txt");
+    std::fs::write(&src, "payload\n").expect("write");
+    let to = dir.path().join("copied.txt");
+    let (code, _, err) = kubectl(
+        &server,
+        &[
+            "cp",
+            &src.to_string_lossy(),
+            &format!("ex:{}", to.display()),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&to).expect("copied"), "payload\n");
+    let back = dir.path().join("back.txt");
+    let (code, _, err) = kubectl(
+        &server,
+        &[
+            "cp",
+            &format!("ex:{}", src.display()),
+            &back.to_string_lossy(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&back).expect("back"), "payload\n");
 }
 
 #[tokio::test]
