@@ -21,6 +21,9 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     pub details: Option<Value>,
+    /// The Status's `metadata.continue` (a list's expired continue token offers one to go on
+    /// with, inconsistently).
+    pub list_continue: Option<String>,
 }
 
 impl ApiError {
@@ -30,6 +33,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            list_continue: None,
         }
     }
 
@@ -182,6 +186,7 @@ impl ApiError {
             reason: self.reason,
             details: self.details.as_ref(),
             code: Some(self.code),
+            list_continue: self.list_continue.as_deref(),
         }
     }
 
@@ -204,6 +209,8 @@ pub struct StatusBody<'a> {
     pub reason: &'a str,
     pub details: Option<&'a Value>,
     pub code: Option<u16>,
+    /// `metadata.continue`, when there is one.
+    pub list_continue: Option<&'a str>,
 }
 
 impl StatusBody<'_> {
@@ -222,7 +229,11 @@ impl Serialize for StatusBody<'_> {
         let mut m = ser.serialize_map(None)?;
         m.serialize_entry("kind", "Status")?;
         m.serialize_entry("apiVersion", "v1")?;
-        m.serialize_entry("metadata", &Map::new())?;
+        let mut meta = Map::new();
+        if let Some(c) = self.list_continue {
+            meta.insert("continue".into(), Value::String(c.to_string()));
+        }
+        m.serialize_entry("metadata", &meta)?;
         m.serialize_entry("status", self.status)?;
         if !self.message.is_empty() {
             m.serialize_entry("message", self.message)?;

@@ -375,21 +375,27 @@ pub fn parse_resource_version(rv: Option<&str>) -> Result<Option<u64>, ApiError>
 const LIST_EXPIRED: &str = "The resourceVersion for the provided list is too old.";
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
-/// An opaque continue token: the list's revision and the last key returned.
-fn encode_continue(rv: u64, key: &str) -> String {
+/// An opaque continue token: the list's revision and the last key returned. No revision (etcd's
+/// `-1`) continues at the current state, as the token an expired one is answered with does.
+fn encode_continue(rv: Option<u64>, key: &str) -> String {
     use base64::Engine;
+    let rv = rv.map_or(json!(-1), |rv| json!(rv));
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(json!({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).to_string())
 }
 
-fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
+fn decode_continue(token: &str) -> Result<(Option<u64>, String), ApiError> {
     use base64::Engine;
     let bad = || ApiError::bad_request("continue key is not valid: illegal base64 data");
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
         .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
+    let rv = match v.get("rv") {
+        Some(rv) if rv.as_i64() == Some(-1) => None,
+        Some(rv) => Some(rv.as_u64().ok_or_else(bad)?),
+        None => return Err(bad()),
+    };
     let start = v
         .get("start")
         .and_then(Value::as_str)
@@ -451,7 +457,7 @@ pub async fn list(
     let (list_rv, mut start_after) = match q.get("continue") {
         Some(tok) => {
             let (rv, key) = decode_continue(tok)?;
-            (Some(rv), Some(key))
+            (rv, Some(key))
         }
         None => (None, None),
     };
@@ -464,11 +470,15 @@ pub async fn list(
             match st.store.list_at(&prefix, rv).await {
                 Ok(l) => Some(l.items),
                 Err(kbatch_store::StoreError::Expired { .. }) => {
-                    return Err(ApiError::expired(if q.get("continue").is_some() {
-                        CONTINUE_EXPIRED
-                    } else {
-                        LIST_EXPIRED
-                    }));
+                    return Err(match &start_after {
+                        // etcd's answer offers a token that goes on at the current state.
+                        Some(key) => {
+                            let mut e = ApiError::expired(CONTINUE_EXPIRED);
+                            e.list_continue = Some(encode_continue(None, key));
+                            e
+                        }
+                        None => ApiError::expired(LIST_EXPIRED),
+                    });
                 }
                 Err(e) => return Err(store_err(res, "", e)),
             }
@@ -520,7 +530,7 @@ pub async fn list(
     let mut metadata = serde_json::Map::new();
     metadata.insert("resourceVersion".into(), json!(rv.to_string()));
     if let Some(key) = &next {
-        metadata.insert("continue".into(), json!(encode_continue(rv, key)));
+        metadata.insert("continue".into(), json!(encode_continue(Some(rv), key)));
     }
     if let Some(tr) = tr {
         let now = st.now();
@@ -1269,6 +1279,7 @@ fn deleted_response(res: &Resource, v: &Value, uid: &str) -> Result<Response, Ap
             reason: "",
             details: Some(&details),
             code: None,
+            list_continue: None,
         },
     ))
 }
@@ -1412,6 +1423,7 @@ pub async fn bind(
                         reason: "",
                         details: None,
                         code: Some(201),
+                        list_continue: None,
                     },
                 ));
             }

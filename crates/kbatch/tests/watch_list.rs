@@ -82,6 +82,16 @@ fn name_of(o: &serde_json::Value) -> &str {
     o["metadata"]["name"].as_str().unwrap_or("")
 }
 
+/// The names of a list's items.
+fn names(list: &serde_json::Value) -> Vec<&str> {
+    list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(name_of)
+        .collect()
+}
+
 fn rv_of(o: &serde_json::Value) -> u64 {
     rv_num(o["metadata"]["resourceVersion"].as_str().expect("rv"))
 }
@@ -183,14 +193,6 @@ async fn lists_read_at_exact_and_minimum_resource_versions() {
         .await
         .expect("delete");
 
-    let names = |v: &serde_json::Value| -> Vec<String> {
-        v["items"]
-            .as_array()
-            .expect("items")
-            .iter()
-            .map(|o| name_of(o).to_string())
-            .collect()
-    };
     let exact = get(
         &client,
         &format!("{JOBS}?resourceVersion={at}&resourceVersionMatch=Exact"),
@@ -261,12 +263,7 @@ async fn a_continued_list_reads_the_revision_of_its_first_page() {
     let rest = get(&client, &format!("{JOBS}?limit=10&continue={token}")).await;
     assert_eq!(rest.status, 200, "{}", rest.body);
     let rest = rest.json();
-    let names: Vec<&str> = rest["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(name_of)
-        .collect();
+    let names = names(&rest);
     assert_eq!(names, ["cp-b", "cp-c"]);
     assert_eq!(
         rest["metadata"]["resourceVersion"],
@@ -311,4 +308,54 @@ async fn invalid_read_options_are_a_list_options_422() {
         assert_eq!(s["details"]["kind"], "ListOptions");
         assert_eq!(s["details"]["group"], "meta.k8s.io");
     }
+}
+
+#[tokio::test]
+async fn an_expired_continue_offers_a_token_that_goes_on_at_the_current_state() {
+    // A short history window, so that a few writes push the first page's revision out of it.
+    let server = Server::start_with(&["--watch-history-events", "5"]).await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+    let pp = PostParams::default();
+    for n in ["ec-a", "ec-b", "ec-c"] {
+        jobs.create(&pp, &job(n)).await.expect("create");
+    }
+    let first = get(&client, &format!("{JOBS}?limit=1")).await.json();
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("continue token")
+        .to_string();
+    for n in ["ec-d", "ec-e", "ec-f", "ec-g", "ec-h", "ec-i"] {
+        jobs.create(&pp, &job(n)).await.expect("create");
+    }
+    let expired = get(&client, &format!("{JOBS}?limit=2&continue={token}")).await;
+    assert_eq!(expired.status, 410, "{}", expired.body);
+    let s = expired.json();
+    assert_eq!(s["reason"], "Expired");
+    assert!(
+        s["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("The provided continue parameter is too old"),
+        "{s}"
+    );
+    // The offered token lists on from where the first page ended, at the current state.
+    let next = s["metadata"]["continue"]
+        .as_str()
+        .expect("an inconsistent continue token")
+        .to_string();
+    let rest = get(&client, &format!("{JOBS}?limit=100&continue={next}"))
+        .await
+        .json();
+    let names = names(&rest);
+    assert_eq!(
+        names,
+        [
+            "ec-b", "ec-c", "ec-d", "ec-e", "ec-f", "ec-g", "ec-h", "ec-i"
+        ]
+    );
+    assert!(
+        rv_of(&rest) > rv_of(&first),
+        "the current state's revision: {rest}"
+    );
 }
