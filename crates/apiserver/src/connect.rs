@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::ServerState;
 use crate::error::ApiError;
+use crate::logs::names_of;
 use crate::request::{Target, parse_go_bool};
 
 /// kubelet's port when a Node does not say (upstream's `--kubelet-port` default).
@@ -115,29 +116,17 @@ impl ExecOptions {
     }
 }
 
-fn names(spec: &Value, list: &str) -> Vec<String> {
-    spec.get(list)
-        .and_then(Value::as_array)
-        .map(|cs| {
-            cs.iter()
-                .filter_map(|c| c.get("name").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The container to run in, as upstream's `streamLocation` picks and checks it.
 pub fn container_for(pod: &Value, pod_name: &str, asked: Option<&str>) -> Result<String, ApiError> {
     let spec = pod.get("spec").unwrap_or(&Value::Null);
-    let containers = names(spec, "containers");
-    let init = names(spec, "initContainers");
+    let containers = names_of(spec, "containers");
+    let init = names_of(spec, "initContainers");
     match asked {
         Some(c) => {
             let known = containers
                 .iter()
                 .chain(&init)
-                .chain(&names(spec, "ephemeralContainers"))
+                .chain(&names_of(spec, "ephemeralContainers"))
                 .any(|n| n == c);
             if known {
                 Ok(c.to_string())

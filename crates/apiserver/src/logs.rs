@@ -92,7 +92,8 @@ pub fn parse_options(q: &Query, name: &str, now: jiff::Timestamp) -> Result<LogO
     })
 }
 
-fn names_of(spec: &Value, key: &str) -> Vec<String> {
+/// The `name`s of a pod spec's container list `key` (`containers`, `initContainers`, ...).
+pub(crate) fn names_of(spec: &Value, key: &str) -> Vec<String> {
     spec.get(key)
         .and_then(Value::as_array)
         .map(|a| {

@@ -1228,18 +1228,19 @@ impl Worker {
             RunState::Waiting { .. } | RunState::Running { .. } => {}
         }
         slot.record.restart_count = i32::try_from(run).unwrap_or(i32::MAX);
-        // The env and working directory of a process run: for exec, and for its probes and
-        // hooks.
-        let run_env = match &plan {
+        let started = runtime::start(&plan, log_file);
+        // The env and working directory of a process run, moved out of its plan (no copy on
+        // the start path): for exec, and for its probes and hooks.
+        let run_env = match plan {
             Plan::Process {
                 launch, workdir, ..
-            } => Some((Arc::new(launch.env.clone()), workdir.clone())),
+            } => Some((Arc::new(launch.env), workdir)),
             Plan::Simulate { .. } => None,
         };
         slot.run_env = run_env
             .clone()
             .filter(|_| !slot.probes.is_empty() || slot.has_pre_stop || slot.has_post_start);
-        match runtime::start(&plan, log_file) {
+        match started {
             Ok(mut started) => {
                 let attach = started.attach.take();
                 let exec = run_env.map(|(env, workdir)| {
