@@ -50,12 +50,14 @@ async fn wait_event(c: &Cluster, name: &str, reason: &str, prefix: &str) -> Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn startup_then_readiness_gate_started_and_ready() {
     let c = Cluster::start().await;
-    // The probes run in the container's working directory with its env.
+    // The probes run in the container's working directory with its env. The gap between the
+    // two files outlasts a startup probe period plus a loaded machine's status write, so the
+    // started-but-not-ready state is there to be seen.
     c.create(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gated"},
         "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
             "name": "main", "image": "busybox",
-            "command": ["sh", "-c", "sleep 1; touch started; sleep 1; touch ready; exec sleep 60"],
+            "command": ["sh", "-c", "sleep 1; touch started; sleep 3; touch ready; exec sleep 60"],
             "env": [{"name": "MARK", "value": "ready"}],
             "startupProbe": {"exec": {"command": ["test", "-f", "started"]},
                              "periodSeconds": 1, "failureThreshold": 30},
