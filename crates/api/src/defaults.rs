@@ -4,8 +4,8 @@
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, HTTPGetAction, Namespace, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    Secret, Volume,
+    Container, EphemeralContainer, HTTPGetAction, Namespace, Pod, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, Secret, Volume,
 };
 
 /// `SetDefaults_Job` plus the pod-template defaults.
@@ -154,8 +154,80 @@ pub fn pod_spec(spec: &mut PodSpec) {
             }
         }
     }
+    // `SetDefaults_EphemeralContainer` defaults the common part as a container's; the
+    // host-network port and request defaults stay with the other container kinds, as upstream.
+    for ec in spec.ephemeral_containers.iter_mut().flatten() {
+        let (mut c, target) = ephemeral_to_container(std::mem::take(ec));
+        container(&mut c);
+        *ec = container_to_ephemeral(c, target);
+    }
     for v in spec.volumes.iter_mut().flatten() {
         volume(v);
+    }
+}
+
+/// An ephemeral container's `EphemeralContainerCommon` as the `Container` it copies (Go
+/// converts one to the other in place), with its `targetContainerName` beside it.
+pub(crate) fn ephemeral_to_container(ec: EphemeralContainer) -> (Container, Option<String>) {
+    let c = Container {
+        args: ec.args,
+        command: ec.command,
+        env: ec.env,
+        env_from: ec.env_from,
+        image: ec.image,
+        image_pull_policy: ec.image_pull_policy,
+        lifecycle: ec.lifecycle,
+        liveness_probe: ec.liveness_probe,
+        name: ec.name,
+        ports: ec.ports,
+        readiness_probe: ec.readiness_probe,
+        resize_policy: ec.resize_policy,
+        resources: ec.resources,
+        restart_policy: ec.restart_policy,
+        restart_policy_rules: ec.restart_policy_rules,
+        security_context: ec.security_context,
+        startup_probe: ec.startup_probe,
+        stdin: ec.stdin,
+        stdin_once: ec.stdin_once,
+        termination_message_path: ec.termination_message_path,
+        termination_message_policy: ec.termination_message_policy,
+        tty: ec.tty,
+        volume_devices: ec.volume_devices,
+        volume_mounts: ec.volume_mounts,
+        working_dir: ec.working_dir,
+    };
+    (c, ec.target_container_name)
+}
+
+/// The inverse of `ephemeral_to_container`.
+pub(crate) fn container_to_ephemeral(c: Container, target: Option<String>) -> EphemeralContainer {
+    EphemeralContainer {
+        args: c.args,
+        command: c.command,
+        env: c.env,
+        env_from: c.env_from,
+        image: c.image,
+        image_pull_policy: c.image_pull_policy,
+        lifecycle: c.lifecycle,
+        liveness_probe: c.liveness_probe,
+        name: c.name,
+        ports: c.ports,
+        readiness_probe: c.readiness_probe,
+        resize_policy: c.resize_policy,
+        resources: c.resources,
+        restart_policy: c.restart_policy,
+        restart_policy_rules: c.restart_policy_rules,
+        security_context: c.security_context,
+        startup_probe: c.startup_probe,
+        stdin: c.stdin,
+        stdin_once: c.stdin_once,
+        target_container_name: target,
+        termination_message_path: c.termination_message_path,
+        termination_message_policy: c.termination_message_policy,
+        tty: c.tty,
+        volume_devices: c.volume_devices,
+        volume_mounts: c.volume_mounts,
+        working_dir: c.working_dir,
     }
 }
 

@@ -122,6 +122,33 @@ pub fn pod_prepare_for_update(new: &mut Pod, old: &Pod) {
     }
 }
 
+/// Pod `/ephemeralcontainers` update (upstream's `dropNonEphemeralContainerUpdates`): of the
+/// new object only `spec.ephemeralContainers` and the metadata `ResetObjectMetaForStatus`
+/// leaves alone are kept; the rest of the spec, the status, labels, annotations,
+/// finalizers, ownerReferences, deletionTimestamp and generation are the stored ones. The
+/// generation is then bumped iff the spec changed, as on a main update.
+pub fn pod_ephemeral_containers_prepare_for_update(new: &mut Pod, old: &Pod) {
+    let ephemeral = new
+        .spec
+        .as_mut()
+        .and_then(|s| s.ephemeral_containers.take());
+    let mut spec = old.spec.clone().unwrap_or_default();
+    spec.ephemeral_containers = ephemeral;
+    new.spec = Some(spec);
+    new.status = old.status.clone();
+    let (m, o) = (&mut new.metadata, &old.metadata);
+    m.deletion_timestamp = o.deletion_timestamp.clone();
+    m.generation = o.generation;
+    m.self_link = o.self_link.clone();
+    m.labels = o.labels.clone();
+    m.annotations = o.annotations.clone();
+    m.finalizers = o.finalizers.clone();
+    m.owner_references = o.owner_references.clone();
+    if new.spec != old.spec {
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
+    }
+}
+
 /// Pod `/status` update: spec and ownerReferences from old, deletionTimestamp old's (upstream
 /// clears it here and its generic update then restores old's: the net effect, in one place, so
 /// that a node can report the status of a pod being deleted), qosClass and observedGeneration

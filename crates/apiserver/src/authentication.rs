@@ -200,7 +200,7 @@ fn token_review(
     if let Some(msg) = schema {
         crate::gojson::drop_omitted(&mut out, msg);
     }
-    let tracked = apply::Target::new("TokenReview", API_VERSION, false);
+    let tracked = apply::Target::new("TokenReview", API_VERSION, crate::strategy::Part::Main);
     apply::track_create(&tracked, &mut out, manager, now);
     kbatch_api::validation::token_review(&review).map_err(ApiError::bad_request)?;
 

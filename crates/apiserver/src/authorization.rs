@@ -218,7 +218,11 @@ impl Call<'_> {
         if let Some(msg) = crate::gojson::schema_of(API_VERSION, self.t.review.kind_name) {
             crate::gojson::drop_omitted(&mut out, msg);
         }
-        let tracked = apply::Target::new(self.t.review.kind_name, API_VERSION, false);
+        let tracked = apply::Target::new(
+            self.t.review.kind_name,
+            API_VERSION,
+            crate::strategy::Part::Main,
+        );
         apply::track_create(&tracked, &mut out, self.manager, self.now);
         // Validated with its managedFields, which upstream's field manager set before: an
         // error about the metadata shows them.

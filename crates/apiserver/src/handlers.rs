@@ -620,7 +620,7 @@ async fn create_doc(
     let strategy = Strategy::new(sres);
     let url_ns = t.namespace.clone().unwrap_or_default();
     let now = rfc3339(st.now());
-    let tracked = apply::Target::new(sres.kind_name, &res.api_version(), false);
+    let tracked = apply::Target::new(sres.kind_name, &res.api_version(), Part::Main);
     let generate = object::meta_str(&v, "name")
         .is_none()
         .then(|| object::meta_str(&v, "generateName").map(str::to_string));
@@ -820,14 +820,10 @@ async fn update_checked(
     let sres = storage_resource(res);
     let name = t.name.clone().unwrap_or_default();
     let ns = t.namespace.clone().unwrap_or_default();
-    let part = match t.subresource.as_deref() {
-        None => Part::Main,
-        Some("status") if res.has_subresource("status") => Part::Status,
-        Some(_) => {
-            return Err(ApiError::method_not_allowed(
-                "the server does not allow this method on the requested resource",
-            ));
-        }
+    let Some(part) = Part::of(res, t.subresource.as_deref()) else {
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        ));
     };
     let dry_run = q.dry_run()?;
     let applying = match &change {
@@ -845,7 +841,7 @@ async fn update_checked(
         _ => None,
     };
     let now = rfc3339(st.now());
-    let tracked = apply::Target::new(sres.kind_name, &res.api_version(), part == Part::Status);
+    let tracked = apply::Target::new(sres.kind_name, &res.api_version(), part);
     let key = sres.key(&ns, &name);
     let strategy = Strategy::new(sres);
     for _ in 0..MAX_RETRIES {

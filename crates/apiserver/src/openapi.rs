@@ -199,32 +199,61 @@ fn gvk(r: &Resource) -> Value {
     json!({"group": r.group, "version": r.version, "kind": r.kind_name})
 }
 
+/// Where an operation is served: the group-version, the kind, and whether the path names a
+/// namespace.
+struct At<'a> {
+    group: &'a str,
+    version: &'a str,
+    kind: &'a str,
+    namespaced: bool,
+}
+
+/// An operation on resource `r`'s path (`namespaced`: the path names a namespace).
 fn op(
     r: &Resource,
-    method: &'static str,
-    action: &'static str,
-    verb: &str,
+    namespaced: bool,
+    (method, action, verb): (&'static str, &'static str, &str),
     sub: &str,
     write: bool,
 ) -> Operation {
-    op_for(
-        gvk(r),
-        r.version,
-        r.kind_name,
-        method,
-        action,
-        verb,
-        sub,
-        write,
+    let at = At {
+        group: r.group,
+        version: r.version,
+        kind: r.kind_name,
+        namespaced,
+    };
+    op_for(gvk(r), &at, method, action, verb, sub, write)
+}
+
+/// Upstream's operationId: the verb, the group (`Core` for the legacy one) and version, then
+/// `Namespaced` on a namespace's path, the kind and what the path adds (a subresource,
+/// `ForAllNamespaces`): `readCoreV1NamespacedPodStatus`, `deleteBatchV1CollectionNamespacedJob`.
+fn operation_id(at: &At<'_>, verb: &str, sub: &str) -> String {
+    let (verb, collection) = match verb {
+        "deletecollection" => ("delete", "Collection"),
+        v => (v, ""),
+    };
+    let group: String = if at.group.is_empty() {
+        "Core".to_string()
+    } else {
+        at.group
+            .trim_end_matches(".k8s.io")
+            .split('.')
+            .map(capitalize)
+            .collect()
+    };
+    let ns = if at.namespaced { "Namespaced" } else { "" };
+    format!(
+        "{verb}{group}{}{collection}{ns}{}{sub}",
+        capitalize(at.version),
+        at.kind
     )
 }
 
 /// `op` for a kind by name (the access reviews are not stored resources).
-#[allow(clippy::too_many_arguments)]
 fn op_for(
     gvk: Value,
-    version: &str,
-    kind: &str,
+    at: &At<'_>,
     method: &'static str,
     action: &'static str,
     verb: &str,
@@ -255,8 +284,8 @@ fn op_for(
     Operation {
         method,
         action,
-        id: format!("{verb}{}{kind}{sub}", capitalize(version)),
-        description: format!("{action} {kind}"),
+        id: operation_id(at, verb, sub),
+        description: format!("{action} {}", at.kind),
         gvk,
         params,
     }
@@ -305,13 +334,12 @@ pub(crate) fn path_items(group: &str, version: &str) -> Vec<PathItem> {
             false,
             r.namespaced,
             vec![
-                op(r, "get", "list", "list", "", false),
-                op(r, "post", "post", "create", "", true),
+                op(r, r.namespaced, ("get", "list", "list"), "", false),
+                op(r, r.namespaced, ("post", "post", "create"), "", true),
                 op(
                     r,
-                    "delete",
-                    "deletecollection",
-                    "deletecollection",
+                    r.namespaced,
+                    ("delete", "deletecollection", "deletecollection"),
                     "",
                     false,
                 ),
@@ -322,21 +350,28 @@ pub(crate) fn path_items(group: &str, version: &str) -> Vec<PathItem> {
             true,
             r.namespaced,
             vec![
-                op(r, "get", "get", "read", "", false),
-                op(r, "put", "put", "replace", "", true),
-                op(r, "patch", "patch", "patch", "", true),
-                op(r, "delete", "delete", "delete", "", false),
+                op(r, r.namespaced, ("get", "get", "read"), "", false),
+                op(r, r.namespaced, ("put", "put", "replace"), "", true),
+                op(r, r.namespaced, ("patch", "patch", "patch"), "", true),
+                op(r, r.namespaced, ("delete", "delete", "delete"), "", false),
             ],
         ));
-        if r.has_subresource("status") {
+        // The subresources written like the object itself (upstream's get/put/patch of
+        // status and ephemeralcontainers), in discovery order.
+        for (sub, _) in r
+            .subresources
+            .iter()
+            .filter(|(sub, _)| matches!(*sub, "ephemeralcontainers" | "status"))
+        {
+            let suffix = capitalize(sub);
             items.push(item(
-                format!("{base}/{{name}}/status"),
+                format!("{base}/{{name}}/{sub}"),
                 true,
                 r.namespaced,
                 vec![
-                    op(r, "get", "get", "read", "Status", false),
-                    op(r, "put", "put", "replace", "Status", true),
-                    op(r, "patch", "patch", "patch", "Status", true),
+                    op(r, r.namespaced, ("get", "get", "read"), &suffix, false),
+                    op(r, r.namespaced, ("put", "put", "replace"), &suffix, true),
+                    op(r, r.namespaced, ("patch", "patch", "patch"), &suffix, true),
                 ],
             ));
         }
@@ -345,7 +380,13 @@ pub(crate) fn path_items(group: &str, version: &str) -> Vec<PathItem> {
                 format!("{prefix}/{}", r.plural),
                 false,
                 false,
-                vec![op(r, "get", "list", "list", "ForAllNamespaces", false)],
+                vec![op(
+                    r,
+                    false,
+                    ("get", "list", "list"),
+                    "ForAllNamespaces",
+                    false,
+                )],
             ));
         }
     }
@@ -375,7 +416,18 @@ pub(crate) fn path_items(group: &str, version: &str) -> Vec<PathItem> {
             namespaced,
             named: false,
             ops: vec![op_for(
-                gvk, version, kind_name, "post", "post", "create", "", true,
+                gvk,
+                &At {
+                    group,
+                    version,
+                    kind: kind_name,
+                    namespaced,
+                },
+                "post",
+                "post",
+                "create",
+                "",
+                true,
             )],
         });
     }

@@ -73,6 +73,7 @@ pub static RESOURCES: &[Resource] = &[
         subresources: &[
             ("attach", &["create", "get"]),
             ("binding", &["create"]),
+            ("ephemeralcontainers", STATUS_VERBS),
             ("exec", &["create", "get"]),
             ("log", &["get"]),
             ("status", STATUS_VERBS),

@@ -15,11 +15,35 @@ use crate::error::ApiError;
 use crate::protobuf::go_types::Msg as GoMsg;
 use crate::resources::{Kind, Resource};
 
-/// Which part of an object an update may change.
+/// Which part of an object an update may change: the subresource it goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
     Main,
     Status,
+    /// `pods/ephemeralcontainers`: only `spec.ephemeralContainers`.
+    EphemeralContainers,
+}
+
+impl Part {
+    /// The part an update of `sub` (none: the main resource) writes, when `res` serves it.
+    pub fn of(res: &Resource, sub: Option<&str>) -> Option<Part> {
+        let part = match sub {
+            None => return Some(Part::Main),
+            Some("status") => Part::Status,
+            Some("ephemeralcontainers") => Part::EphemeralContainers,
+            Some(_) => return None,
+        };
+        res.has_subresource(part.subresource()).then_some(part)
+    }
+
+    /// The subresource's name, empty for the main resource (as managedFields record it).
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Part::Main => "",
+            Part::Status => "status",
+            Part::EphemeralContainers => "ephemeralcontainers",
+        }
+    }
 }
 
 /// Typed rules for one kind. Each hook is a plain function so the table is static.
@@ -31,7 +55,12 @@ struct Rules<K> {
     validate_update: fn(&K, &K) -> ErrorList,
     prepare_status: fn(&mut K, &K),
     validate_status: fn(&K, &K) -> ErrorList,
+    /// Preparation and validation of `pods/ephemeralcontainers` (pods only).
+    ephemeral: Option<SubresourceRules<K>>,
 }
+
+/// A subresource's update preparation and validation.
+type SubresourceRules<K> = (fn(&mut K, &K), fn(&K, &K) -> ErrorList);
 
 fn none<K>(_: &mut K) {}
 fn no_errors<K>(_: &K) -> ErrorList {
@@ -51,6 +80,7 @@ impl<K> Rules<K> {
         validate_update: no_update_errors,
         prepare_status: keep_new,
         validate_status: no_update_errors,
+        ephemeral: None,
     };
 }
 
@@ -335,6 +365,12 @@ impl Strategy {
         let mut k: K = decode_tracking_unknown(self.res, &new, &mut unknown)?;
         (hooks.on_unknown)(unknown)?;
         (rules.default)(&mut k);
+        if part == Part::EphemeralContainers {
+            // Upstream compares the existing ephemeral containers as Go values, where a field
+            // sent as its zero value (`stdin: false`, `command: []`) is the field left out:
+            // Go's encoding and a decode make the typed form say the same.
+            k = decode(self.res, &encode(&k, self.schema)?)?;
+        }
         let o: K = decode_stored(self.res, old)?;
         (hooks.fill)(k.metadata_mut(), o.metadata())?;
         self.prepare_validate_update(rules, &mut k, &o, part, &new)?;
@@ -364,9 +400,19 @@ impl Strategy {
         part: Part,
         new: &Value,
     ) -> Result<(), ApiError> {
-        match part {
-            Part::Main => (rules.prepare_update)(k, o),
-            Part::Status => (rules.prepare_status)(k, o),
+        let ephemeral = match (part, rules.ephemeral) {
+            (Part::EphemeralContainers, None) => {
+                return Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ));
+            }
+            (_, e) => e,
+        };
+        match (part, ephemeral) {
+            (Part::Main, _) => (rules.prepare_update)(k, o),
+            (Part::Status, _) => (rules.prepare_status)(k, o),
+            (Part::EphemeralContainers, Some((prepare, _))) => prepare(k, o),
+            (Part::EphemeralContainers, None) => {}
         }
         // As upstream's BeforeUpdate, after the kind's preparation (the pod status strategy
         // clears it): an update never removes or changes a deletion timestamp or grace period.
@@ -379,9 +425,11 @@ impl Strategy {
         {
             meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds;
         }
-        let errs = match part {
-            Part::Main => (rules.validate_update)(k, o),
-            Part::Status => (rules.validate_status)(k, o),
+        let errs = match (part, ephemeral) {
+            (Part::Main, _) => (rules.validate_update)(k, o),
+            (Part::Status, _) => (rules.validate_status)(k, o),
+            (Part::EphemeralContainers, Some((_, validate))) => validate(k, o),
+            (Part::EphemeralContainers, None) => Vec::new(),
         };
         if !errs.is_empty() {
             return Err(self.invalid(new, &errs));
@@ -429,6 +477,7 @@ static JOB: Rules<Job> = Rules {
     validate_update: v::job_update,
     prepare_status: prep::job_status_prepare_for_update,
     validate_status: v::job_status_update,
+    ephemeral: None,
 };
 static CRONJOB: Rules<CronJob> = Rules {
     default: defaults::cronjob,
@@ -438,6 +487,7 @@ static CRONJOB: Rules<CronJob> = Rules {
     validate_update: v::cronjob_update,
     prepare_status: prep::cronjob_status_prepare_for_update,
     validate_status: v::cronjob_status_update,
+    ephemeral: None,
 };
 static POD: Rules<Pod> = Rules {
     default: defaults::pod,
@@ -447,6 +497,10 @@ static POD: Rules<Pod> = Rules {
     validate_update: v::pod_update,
     prepare_status: prep::pod_status_prepare_for_update,
     validate_status: v::pod_status_update,
+    ephemeral: Some((
+        prep::pod_ephemeral_containers_prepare_for_update,
+        v::pod_ephemeral_containers_update,
+    )),
 };
 static NAMESPACE: Rules<Namespace> = Rules {
     default: defaults::namespace,
@@ -456,6 +510,7 @@ static NAMESPACE: Rules<Namespace> = Rules {
     validate_update: v::namespace_update,
     prepare_status: keep_old_spec_namespace,
     validate_status: namespace_status,
+    ephemeral: None,
 };
 static NODE: Rules<Node> = Rules {
     default: none,
@@ -465,6 +520,7 @@ static NODE: Rules<Node> = Rules {
     validate_update: v::node_update,
     prepare_status: keep_old_spec_node,
     validate_status: node_status,
+    ephemeral: None,
 };
 static EVENT: Rules<Event> = Rules {
     validate_create: v::event_create,

@@ -37,14 +37,7 @@ async fn send(
     token: Option<&str>,
     body: Option<(&str, Vec<u8>)>,
 ) -> Reply {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(
-            "user-agent",
-            "kubectl/v1.37.0 (linux/amd64) kubernetes/abcdef0",
-        )
-        .header("accept", "application/json");
+    let mut req = common::kubectl_request(method, uri, "application/json");
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
@@ -74,20 +67,8 @@ fn token_review(spec: Value) -> Value {
 /// The body kubectl 1.32 sent for `kubectl auth whoami` (a SelfSubjectReview of zero values).
 const WHOAMI_PROTOBUF: &str = "azhzAAotChhhdXRoZW50aWNhdGlvbi5rOHMuaW8vdjESEVNlbGZTdWJqZWN0UmV2aWV3EhoKEAoAEgAaACIAKgAyADgAQgASBgoECgASABoAIgA=";
 
-// A minimal protobuf writer for a hand-built TokenReview body.
-fn varint(mut v: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-    out
-}
-
-/// A length-delimited field.
-fn field(num: u8, bytes: &[u8]) -> Vec<u8> {
-    [vec![num << 3 | 2], varint(bytes.len()), bytes.to_vec()].concat()
+fn field(num: u32, bytes: &[u8]) -> Vec<u8> {
+    common::pb_field(num, bytes)
 }
 
 /// `k8s\0` and a runtime.Unknown holding `raw` as `apiVersion`/`kind`.

@@ -6,7 +6,7 @@ mod common;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use common::{Reply, server};
@@ -16,14 +16,7 @@ const SSRR: &str = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
 async fn send(app: &Router, method: &str, uri: &str, accept: &str, body: Option<&Value>) -> Reply {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(
-            "user-agent",
-            "kubectl/v1.37.0 (linux/amd64) kubernetes/abcdef0",
-        )
-        .header("accept", accept);
+    let mut req = common::kubectl_request(method, uri, accept);
     if body.is_some() {
         req = req.header("content-type", "application/json");
     }

@@ -40,7 +40,10 @@ pub use other::{
     node_create, node_update,
 };
 pub(crate) use pod::volume_sources;
-pub use pod::{pod_create, pod_spec, pod_status_update, pod_template_spec, pod_update};
+pub use pod::{
+    pod_create, pod_ephemeral_containers_update, pod_spec, pod_status_update, pod_template_spec,
+    pod_update,
+};
 
 /// `IsNegativeErrorMsg`.
 pub const NEGATIVE_MSG: &str = "must be greater than or equal to 0";

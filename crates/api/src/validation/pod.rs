@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, ContainerStatus, EnvVar, Pod, PodSpec, PodTemplateSpec,
-    ResourceRequirements, Toleration, Volume,
+    Container, ContainerPort, ContainerStatus, EnvVar, EphemeralContainer, Pod, PodSpec,
+    PodTemplateSpec, ResourceRequirements, Toleration, Volume,
 };
 
 use super::{annotations, dns_label, dns_subdomain, labels, object_meta, object_meta_update};
@@ -102,6 +102,14 @@ pub fn pod_spec(spec: &PodSpec, path: &Path) -> ErrorList {
         &volumes,
         grace_period,
         &path.child("containers"),
+        &mut errs,
+    );
+    validate_ephemeral_containers(
+        spec.ephemeral_containers.as_deref().unwrap_or(&[]),
+        &spec.containers,
+        spec.init_containers.as_deref().unwrap_or(&[]),
+        &volumes,
+        &path.child("ephemeralContainers"),
         &mut errs,
     );
     enum_field(
@@ -296,6 +304,107 @@ fn validate_containers(
                 "may not be set for non-init containers",
             ));
         }
+    }
+}
+
+/// What `validateFieldAllowList` reports for an ephemeral container field that is set.
+const EPHEMERAL_FORBIDDEN: &str = "cannot be set for an Ephemeral Container";
+
+/// `validateEphemeralContainers`: each one validated as a container (and as a pod's, for its
+/// image), its name unique across every container of the pod, its target an existing regular
+/// or init container, and only the fields of upstream's allow-list set.
+fn validate_ephemeral_containers(
+    ephemeral: &[EphemeralContainer],
+    containers: &[Container],
+    inits: &[Container],
+    volumes: &BTreeSet<String>,
+    path: &Path,
+    errs: &mut ErrorList,
+) {
+    if ephemeral.is_empty() {
+        return;
+    }
+    let others: BTreeSet<&str> = containers
+        .iter()
+        .chain(inits)
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut all = others.clone();
+    for (i, ec) in ephemeral.iter().enumerate() {
+        let p = path.index(i);
+        let (c, _) = crate::defaults::ephemeral_to_container(ec.clone());
+        validate_container_common(&c, volumes, &p, errs);
+        image_whitespace(&c, &p, errs);
+        if !all.insert(ec.name.as_str()) {
+            errs.push(FieldError::duplicate(p.child("name"), &ec.name));
+        }
+        if let Some(target) = ec
+            .target_container_name
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            && !others.contains(target)
+        {
+            errs.push(FieldError::not_found(
+                p.child("targetContainerName"),
+                target,
+            ));
+        }
+        for field in ephemeral_disallowed_fields(ec) {
+            errs.push(FieldError::forbidden(p.child(field), EPHEMERAL_FORBIDDEN));
+        }
+        // Subpath mounts are bind mounts that outlive the container until the pod exits.
+        for (j, vm) in ec.volume_mounts.iter().flatten().enumerate() {
+            let vp = p.child("volumeMounts").index(j);
+            if vm.sub_path.as_deref().is_some_and(|s| !s.is_empty()) {
+                errs.push(FieldError::forbidden(
+                    vp.child("subPath"),
+                    EPHEMERAL_FORBIDDEN,
+                ));
+            }
+            if vm.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
+                errs.push(FieldError::forbidden(
+                    vp.child("subPathExpr"),
+                    EPHEMERAL_FORBIDDEN,
+                ));
+            }
+        }
+    }
+}
+
+/// The fields outside upstream's `allowedEphemeralContainerFields` that hold something other
+/// than their Go zero value, in the Go struct's field order. (`resources: {}` is the zero
+/// struct; an empty list sent as `[]` decodes to a non-nil slice in Go, so it counts as set.)
+fn ephemeral_disallowed_fields(ec: &EphemeralContainer) -> Vec<&'static str> {
+    let resources_set = ec
+        .resources
+        .as_ref()
+        .is_some_and(|r| r.limits.is_some() || r.requests.is_some() || r.claims.is_some());
+    [
+        ("ports", ec.ports.is_some()),
+        ("resources", resources_set),
+        ("resizePolicy", ec.resize_policy.is_some()),
+        ("restartPolicy", ec.restart_policy.is_some()),
+        ("restartPolicyRules", ec.restart_policy_rules.is_some()),
+        ("livenessProbe", ec.liveness_probe.is_some()),
+        ("readinessProbe", ec.readiness_probe.is_some()),
+        ("startupProbe", ec.startup_probe.is_some()),
+        ("lifecycle", ec.lifecycle.is_some()),
+    ]
+    .into_iter()
+    .filter(|(_, set)| *set)
+    .map(|(name, _)| name)
+    .collect()
+}
+
+/// `validateContainerOnlyForPod`: a pod's container image may not have surrounding spaces.
+fn image_whitespace(c: &Container, p: &Path, errs: &mut ErrorList) {
+    let image = c.image.as_deref().unwrap_or("");
+    if image.trim() != image {
+        errs.push(FieldError::invalid(
+            p.child("image"),
+            image,
+            "must not have leading or trailing whitespace",
+        ));
     }
 }
 
@@ -856,15 +965,74 @@ pub fn pod_update(new: &Pod, old: &Pod) -> ErrorList {
     errs
 }
 
+/// The annotation of a mirror pod, the API server's copy of a static pod.
+const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// `ValidatePodEphemeralContainersUpdate`, after the ephemeral containers strategy kept only
+/// `spec.ephemeralContainers` of the new pod: the pod stays valid, static pods take none, and
+/// the ephemeral containers already there are neither removed nor changed (matched by name,
+/// since a patch need not keep their order).
+pub fn pod_ephemeral_containers_update(new: &Pod, old: &Pod) -> ErrorList {
+    let mut errs = object_meta_update(&new.metadata, &old.metadata);
+    let new_spec = new.spec.clone().unwrap_or_default();
+    errs.extend(pod_spec(&new_spec, &Path::new("spec")));
+    if old
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION))
+    {
+        // Upstream replaces every other error with this one, on `field.NewPath("")`, which
+        // Go renders as `[]`.
+        return vec![FieldError::forbidden(
+            "[]",
+            "static pods do not support ephemeral containers",
+        )];
+    }
+    let path = Path::new("spec").child("ephemeralContainers");
+    let new_ecs = new_spec.ephemeral_containers.as_deref().unwrap_or(&[]);
+    let old_spec = old.spec.as_ref();
+    for o in old_spec
+        .and_then(|s| s.ephemeral_containers.as_deref())
+        .unwrap_or(&[])
+    {
+        // Go's index keeps the last of equal names.
+        match new_ecs.iter().rev().find(|n| n.name == o.name) {
+            None => errs.push(FieldError::forbidden(
+                &path,
+                format!(
+                    "existing ephemeral containers {} may not be removed\n",
+                    crate::field::quote(&o.name)
+                ),
+            )),
+            Some(n) if n != o => errs.push(FieldError::forbidden(
+                &path,
+                format!(
+                    "existing ephemeral containers {} may not be changed\n{}",
+                    crate::field::quote(&o.name),
+                    struct_diff("core.EphemeralContainer", o, n)
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    errs
+}
+
 /// A short diff of the top-level spec fields that differ (upstream prints a full `cmp.Diff`).
 fn spec_diff(old: &PodSpec, new: &PodSpec) -> String {
+    struct_diff("core.PodSpec", old, new)
+}
+
+/// The top-level fields of two values of Go type `go_type` that differ, one `-`/`+` pair each.
+fn struct_diff<T: serde::Serialize>(go_type: &str, old: &T, new: &T) -> String {
     let (Ok(serde_json::Value::Object(o)), Ok(serde_json::Value::Object(n))) =
         (serde_json::to_value(old), serde_json::to_value(new))
     else {
         return String::new();
     };
     let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
-    let mut out = String::from("  core.PodSpec{\n");
+    let mut out = format!("  {go_type}{{\n");
     for k in keys {
         let (a, b) = (o.get(k), n.get(k));
         if a != b {

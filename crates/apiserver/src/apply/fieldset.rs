@@ -330,6 +330,30 @@ impl FieldSet {
         FieldSet(out)
     }
 
+    /// The paths of `self` at or below `prefix` (upstream's include filter of a prefix
+    /// matcher).
+    pub fn at_or_below(&self, prefix: &[PathElement]) -> FieldSet {
+        let Some((first, rest)) = prefix.split_first() else {
+            return self.clone();
+        };
+        let Some(n) = self.0.get(first) else {
+            return FieldSet::new();
+        };
+        let node = if rest.is_empty() {
+            n.clone()
+        } else {
+            Node {
+                member: false,
+                children: n.children.at_or_below(rest),
+            }
+        };
+        let mut out = BTreeMap::new();
+        if !node.is_empty() {
+            out.insert(first.clone(), node);
+        }
+        FieldSet(out)
+    }
+
     /// Every path, members of a node before its children (upstream's `Iterate` order).
     pub fn paths(&self) -> Vec<Vec<PathElement>> {
         let mut out = Vec::new();

@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
 use crate::request::Query;
+use crate::strategy::Part;
 pub use fieldset::{FieldSet, PathElement};
 pub use managed::{Entry, Managed, Operation};
 pub use schema::Schema;
@@ -47,7 +48,14 @@ pub struct Target {
     api_version: String,
     subresource: String,
     schema: Schema,
-    reset: FieldSet,
+    reset: Reset,
+}
+
+/// The fields a strategy resets, as upstream's reset-fields filters: either a set of paths
+/// (with everything below them), or everything but the paths below one prefix.
+enum Reset {
+    Except(FieldSet),
+    AllBut(Vec<PathElement>),
 }
 
 /// An access review's Go zero value (`empty_object`): an empty spec, a status not allowed.
@@ -64,31 +72,59 @@ fn field(name: &str) -> PathElement {
 }
 
 impl Target {
-    /// `status_part`: the write goes through the status subresource.
-    pub fn new(kind: &'static str, api_version: &str, status_part: bool) -> Target {
-        let mut reset = FieldSet::new();
+    /// A write to `kind` through `part` (the main resource or one of its subresources).
+    pub fn new(kind: &'static str, api_version: &str, part: Part) -> Target {
+        let mut set = FieldSet::new();
         let has_status = matches!(kind, "Job" | "CronJob" | "Pod" | "Namespace" | "Node");
-        if has_status {
-            if status_part {
-                reset.insert(&[field("spec")]);
-                if kind == "Pod" {
-                    reset.insert(&[field("metadata"), field("deletionTimestamp")]);
-                    reset.insert(&[field("metadata"), field("ownerReferences")]);
-                }
-            } else {
-                reset.insert(&[field("status")]);
+        let reset = match part {
+            // The pod strategy's filter for this subresource keeps only what lies below
+            // spec.ephemeralContainers.
+            Part::EphemeralContainers => {
+                Reset::AllBut(vec![field("spec"), field("ephemeralContainers")])
             }
-        }
+            Part::Status if has_status => {
+                set.insert(&[field("spec")]);
+                if kind == "Pod" {
+                    set.insert(&[field("metadata"), field("deletionTimestamp")]);
+                    set.insert(&[field("metadata"), field("ownerReferences")]);
+                }
+                Reset::Except(set)
+            }
+            Part::Main if has_status => {
+                set.insert(&[field("status")]);
+                Reset::Except(set)
+            }
+            Part::Main | Part::Status => Reset::Except(set),
+        };
         Target {
             kind,
             api_version: api_version.to_string(),
-            subresource: if status_part {
-                "status".into()
-            } else {
-                String::new()
-            },
+            subresource: part.subresource().to_string(),
             schema: Schema::for_kind(kind),
             reset,
+        }
+    }
+
+    /// Upstream's compare of the live and new objects, without the reset fields.
+    fn compare(&self, live: &Value, new: &Value) -> Result<typed::Comparison, String> {
+        match &self.reset {
+            Reset::Except(set) => typed::compare(live, new, &self.schema, set),
+            Reset::AllBut(prefix) => {
+                let c = typed::compare(live, new, &self.schema, &FieldSet::new())?;
+                Ok(typed::Comparison {
+                    removed: c.removed.at_or_below(prefix),
+                    modified: c.modified.at_or_below(prefix),
+                    added: c.added.at_or_below(prefix),
+                })
+            }
+        }
+    }
+
+    /// `set` without the reset fields.
+    fn without_reset(&self, set: &FieldSet) -> FieldSet {
+        match &self.reset {
+            Reset::Except(reset) => set.recursive_difference(reset),
+            Reset::AllBut(prefix) => set.at_or_below(prefix),
         }
     }
 
@@ -309,7 +345,7 @@ fn record_update(
     manager: &str,
     now: &str,
 ) -> Result<bool, String> {
-    let cmp = typed::compare(live, new, &target.schema, &target.reset)?;
+    let cmp = target.compare(live, new)?;
     if cmp.is_same() {
         return Ok(false);
     }
@@ -395,7 +431,7 @@ pub fn track_update(target: &Target, live: &Value, new: &mut Value, manager: &st
             None => m.remove("managedFields"),
         };
     };
-    let cmp = match typed::compare(live, new, &target.schema, &target.reset) {
+    let cmp = match target.compare(live, new) {
         Ok(c) if !c.is_same() => c,
         // Unchanged (or not comparable, where upstream keeps the live entries too).
         _ => return keep_live(new),
@@ -503,7 +539,7 @@ pub fn apply(
     }
 
     let mut merged = typed::merge(Some(&live_doc), config, &target.schema);
-    let new_set = applied_set.recursive_difference(&target.reset);
+    let new_set = target.without_reset(&applied_set);
     let me = target.entry(manager, Operation::Apply);
     let previous = managed
         .0
@@ -518,7 +554,8 @@ pub fn apply(
         typed::prune(&mut merged, &prev.set, &keep, &target.schema);
     }
 
-    let cmp = typed::compare(&live_doc, &merged, &target.schema, &target.reset)
+    let cmp = target
+        .compare(&live_doc, &merged)
         .map_err(|e| typed_error(target, &merged, &e))?;
     let mut changed = cmp.modified.clone();
     changed.union(&cmp.added);

@@ -73,7 +73,7 @@ fn fields_v1_round_trips_sets_and_order() {
 
 #[test]
 fn create_records_added_fields_like_upstream() {
-    let target = Target::new("Job", "batch/v1", false);
+    let target = Target::new("Job", "batch/v1", Part::Main);
     let mut job = json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "pi", "namespace": "default", "labels": {"app": "pi"}},
         "spec": {"template": {"spec": {"restartPolicy": "Never",
@@ -94,7 +94,7 @@ fn create_records_added_fields_like_upstream() {
 
 #[test]
 fn update_moves_changed_fields_to_the_updater() {
-    let target = Target::new("Job", "batch/v1", false);
+    let target = Target::new("Job", "batch/v1", Part::Main);
     let mut live =
         json!({"metadata": {"name": "pi"}, "spec": {"activeDeadlineSeconds": 1, "completions": 1}});
     track_create(&target, &mut live, "creator", "2024-01-01T00:00:00Z");
@@ -166,7 +166,7 @@ fn merge_orders_and_merges_keyed_lists() {
 
 #[test]
 fn bad_keyed_lists_are_rejected() {
-    let t = Target::new("Job", "batch/v1", false);
+    let t = Target::new("Job", "batch/v1", Part::Main);
     let config = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi", "namespace": "default"},
         "spec": {"template": {"spec": {"containers": [{"image": "x"}, {"name": "a"}, {"name": "a"}]}}}});
     let e = apply(&t, None, &config, "m", false, "2024-01-01T00:00:00Z").unwrap_err();
@@ -677,7 +677,7 @@ async fn managed_fields_reset_and_requests_that_are_refused() {
 
 #[test]
 fn update_entries_are_capped_into_ancient_changes() {
-    let target = Target::new("Job", "batch/v1", false);
+    let target = Target::new("Job", "batch/v1", Part::Main);
     let mut live = json!({"metadata": {"name": "pi", "labels": {}}});
     for i in 0..12 {
         let mut new = live.clone();
@@ -775,7 +775,7 @@ async fn kubectl_takes_over_from_client_side_apply() {
 #[test]
 fn deep_bodies_are_refused_not_overflowed() {
     let deep = format!("{{\"a\": {}1{}}}", "[".repeat(5000), "]".repeat(5000));
-    let t = Target::new("Job", "batch/v1", false);
+    let t = Target::new("Job", "batch/v1", Part::Main);
     match decode_config(deep.as_bytes()) {
         Err(e) => assert_eq!(e.code, 400),
         Ok(config) => {

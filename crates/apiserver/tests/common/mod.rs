@@ -66,3 +66,36 @@ pub async fn send(app: &Router, req: Builder, body: Body) -> Reply {
         warnings,
     }
 }
+
+/// A protobuf varint, for hand-built protobuf bodies.
+pub fn varint(mut v: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out
+}
+
+/// A length-delimited protobuf field.
+pub fn pb_field(num: u32, data: &[u8]) -> Vec<u8> {
+    [
+        varint(((num as usize) << 3) | 2),
+        varint(data.len()),
+        data.to_vec(),
+    ]
+    .concat()
+}
+
+/// A request as kubectl sends it (its User-Agent), accepting `accept`.
+pub fn kubectl_request(method: &str, uri: &str, accept: &str) -> Builder {
+    axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(
+            "user-agent",
+            "kubectl/v1.37.0 (linux/amd64) kubernetes/abcdef0",
+        )
+        .header("accept", accept)
+}
