@@ -38,9 +38,31 @@ impl PodRef {
     }
 
     /// kubelet's `GenerateContainerRef`: the pod, with the container's field path.
-    fn container(&self, container: &str, init: bool) -> ObjectReference {
-        let list = if init { "initContainers" } else { "containers" };
+    fn container(&self, container: &str, list: List) -> ObjectReference {
+        let list = match list {
+            List::Containers => "containers",
+            List::InitContainers => "initContainers",
+            List::EphemeralContainers => "ephemeralContainers",
+        };
         self.object(Some(format!("spec.{list}{{{container}}}")))
+    }
+}
+
+/// The list of the pod's spec a container is in, which its events' field path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum List {
+    Containers,
+    InitContainers,
+    EphemeralContainers,
+}
+
+impl List {
+    pub fn of(init: bool) -> List {
+        if init {
+            List::InitContainers
+        } else {
+            List::Containers
+        }
     }
 }
 
@@ -82,68 +104,68 @@ impl NodeEvents {
         );
     }
 
-    pub fn created(&self, pod: &PodRef, container: &str, init: bool) {
+    pub fn created(&self, pod: &PodRef, container: &str, list: List) {
         self.kubelet.normal(
-            pod.container(container, init),
+            pod.container(container, list),
             "Created",
             &format!("Created container: {container}"),
         );
     }
 
-    pub fn started(&self, pod: &PodRef, container: &str, init: bool) {
+    pub fn started(&self, pod: &PodRef, container: &str, list: List) {
         self.kubelet.normal(
-            pod.container(container, init),
+            pod.container(container, list),
             "Started",
             &format!("Started container {container}"),
         );
     }
 
-    pub fn killing(&self, pod: &PodRef, container: &str, init: bool) {
+    pub fn killing(&self, pod: &PodRef, container: &str, list: List) {
         self.killing_because(
             pod,
             container,
-            init,
+            list,
             &format!("Stopping container {container}"),
         );
     }
 
     /// Killing with kubelet's reason for it (a failed liveness or startup probe).
-    pub fn killing_because(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+    pub fn killing_because(&self, pod: &PodRef, container: &str, list: List, message: &str) {
         self.kubelet
-            .normal(pod.container(container, init), "Killing", message);
+            .normal(pod.container(container, list), "Killing", message);
     }
 
     /// A preStop hook that failed (`FailedPreStopHook`).
-    pub fn failed_pre_stop_hook(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+    pub fn failed_pre_stop_hook(&self, pod: &PodRef, container: &str, list: List, message: &str) {
         self.kubelet
-            .warning(pod.container(container, init), "FailedPreStopHook", message);
+            .warning(pod.container(container, list), "FailedPreStopHook", message);
     }
 
     /// A postStart hook that failed (`FailedPostStartHook`); upstream leaves the hook's
     /// message out, as it may hold secrets.
-    pub fn failed_post_start_hook(&self, pod: &PodRef, container: &str, init: bool) {
+    pub fn failed_post_start_hook(&self, pod: &PodRef, container: &str, list: List) {
         self.kubelet.warning(
-            pod.container(container, init),
+            pod.container(container, list),
             "FailedPostStartHook",
             "PostStartHook failed",
         );
     }
 
     /// A probe that failed or could not run (`Unhealthy`).
-    pub fn unhealthy(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+    pub fn unhealthy(&self, pod: &PodRef, container: &str, list: List, message: &str) {
         self.kubelet
-            .warning(pod.container(container, init), "Unhealthy", message);
+            .warning(pod.container(container, list), "Unhealthy", message);
     }
 
     /// A probe that passed with a warning (an HTTP redirect it did not follow).
-    pub fn probe_warning(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+    pub fn probe_warning(&self, pod: &PodRef, container: &str, list: List, message: &str) {
         self.kubelet
-            .warning(pod.container(container, init), "ProbeWarning", message);
+            .warning(pod.container(container, list), "ProbeWarning", message);
     }
 
-    pub fn back_off(&self, pod: &PodRef, container: &str, init: bool) {
+    pub fn back_off(&self, pod: &PodRef, container: &str, list: List) {
         self.kubelet.warning(
-            pod.container(container, init),
+            pod.container(container, list),
             "BackOff",
             &format!(
                 "Back-off restarting failed container {container} in pod {}_{}({})",
@@ -153,9 +175,9 @@ impl NodeEvents {
     }
 
     /// A container that could not be created or started.
-    pub fn failed(&self, pod: &PodRef, container: &str, init: bool, message: &str) {
+    pub fn failed(&self, pod: &PodRef, container: &str, list: List, message: &str) {
         self.kubelet.warning(
-            pod.container(container, init),
+            pod.container(container, list),
             "Failed",
             &format!("Error: {message}"),
         );
@@ -188,13 +210,24 @@ mod tests {
         assert_eq!(s.object.field_path, None);
         assert_eq!(s.object.kind.as_deref(), Some("Pod"));
 
-        ev.created(&pod, "main", false);
-        ev.started(&pod, "setup", true);
-        ev.killing(&pod, "main", false);
-        ev.back_off(&pod, "main", false);
-        ev.failed(&pod, "main", false, "no command");
-        ev.unhealthy(&pod, "main", false, "Readiness probe failed: nope");
-        ev.probe_warning(&pod, "main", false, "Liveness probe warning: moved");
+        ev.created(&pod, "main", List::Containers);
+        ev.started(&pod, "setup", List::InitContainers);
+        ev.killing(&pod, "main", List::Containers);
+        ev.back_off(&pod, "main", List::Containers);
+        ev.failed(&pod, "main", List::Containers, "no command");
+        ev.unhealthy(
+            &pod,
+            "main",
+            List::Containers,
+            "Readiness probe failed: nope",
+        );
+        ev.probe_warning(
+            &pod,
+            "main",
+            List::Containers,
+            "Liveness probe warning: moved",
+        );
+        ev.started(&pod, "debugger", List::EphemeralContainers);
         let got: Vec<(String, String, Option<String>, EventType)> =
             std::iter::from_fn(|| krx.try_recv().ok())
                 .map(|r| (r.reason, r.message, r.object.field_path, r.type_))
@@ -244,6 +277,12 @@ mod tests {
                     "Liveness probe warning: moved".into(),
                     main,
                     EventType::Warning
+                ),
+                (
+                    "Started".into(),
+                    "Started container debugger".into(),
+                    Some("spec.ephemeralContainers{debugger}".into()),
+                    EventType::Normal
                 ),
             ]
         );

@@ -1,6 +1,7 @@
 //! The simulate runtime (as kwok does): no process; a container "runs" for the pod's
 //! `kbatch.dev/simulate-duration` (Go duration, default 0) and exits with its
-//! `kbatch.dev/simulate-exit-code` (default 0). Init containers succeed at once.
+//! `kbatch.dev/simulate-exit-code` (default 0). Init containers succeed at once; ephemeral
+//! containers run as regular ones do (once: they are never restarted).
 
 use std::time::Duration;
 

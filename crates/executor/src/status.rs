@@ -2,6 +2,9 @@
 //! (`getPhase`), the conditions it owns (PodReadyToStartContainers, Initialized, Ready,
 //! ContainersReady, PodScheduled) with transition times kept while unchanged, container
 //! statuses (regular ones sorted by name, init ones in spec order), IPs and start time.
+//! Ephemeral containers have statuses of their own (sorted by name, as kubelet's
+//! `convertToAPIContainerStatuses` sorts every list but the init one) and count for nothing
+//! else: not the phase, not a condition.
 
 use jiff::Timestamp;
 use kbatch_api::k8s_openapi::api::core::v1::{
@@ -133,6 +136,8 @@ pub struct Finish {
 pub struct PodView {
     pub init: Vec<ContainerRecord>,
     pub main: Vec<ContainerRecord>,
+    /// Ephemeral containers, in no particular order.
+    pub ephemeral: Vec<ContainerRecord>,
     pub restart_policy: String,
     pub start_time: Timestamp,
     /// Set once nothing of the pod runs or will run again.
@@ -308,6 +313,16 @@ pub fn container_status(c: &ContainerRecord) -> ContainerStatus {
     }
 }
 
+/// An ephemeral container's status: as a regular container's, but never ready, and without
+/// `started` (kubelet's prober manager sets both for regular and init containers only).
+pub fn ephemeral_container_status(c: &ContainerRecord) -> ContainerStatus {
+    ContainerStatus {
+        ready: false,
+        started: None,
+        ..container_status(c)
+    }
+}
+
 fn condition(
     type_: &str,
     status: bool,
@@ -445,6 +460,12 @@ pub fn status_after(
     let mut main: Vec<ContainerStatus> = view.main.iter().map(container_status).collect();
     main.sort_by(|a, b| a.name.cmp(&b.name));
     let init: Vec<ContainerStatus> = view.init.iter().map(container_status).collect();
+    let mut ephemeral: Vec<ContainerStatus> = view
+        .ephemeral
+        .iter()
+        .map(ephemeral_container_status)
+        .collect();
+    ephemeral.sort_by(|a, b| a.name.cmp(&b.name));
     let finish = view.finish.as_ref();
     PodStatus {
         phase: Some(phase.to_string()),
@@ -462,6 +483,9 @@ pub fn status_after(
         start_time: Some(time(view.start_time)),
         container_statuses: Some(main),
         init_container_statuses: (!init.is_empty()).then_some(init),
+        // Ephemeral containers are never removed from a pod: once there, the list only grows,
+        // so it never needs clearing.
+        ephemeral_container_statuses: (!ephemeral.is_empty()).then_some(ephemeral),
         observed_generation: generation.or(old.observed_generation),
         ..old
     }
@@ -521,6 +545,7 @@ mod tests {
         PodView {
             init,
             main,
+            ephemeral: Vec::new(),
             restart_policy: policy.into(),
             start_time: t("2024-01-01T00:00:00Z"),
             finish: None,
@@ -949,5 +974,30 @@ mod tests {
         assert_eq!(s.phase.as_deref(), Some("Failed"));
         assert_eq!(s.reason.as_deref(), Some("DeadlineExceeded"));
         assert_eq!(cond(&s, "Ready").reason.as_deref(), Some("PodFailed"));
+    }
+
+    #[test]
+    fn ephemeral_containers_have_statuses_of_their_own_and_count_for_nothing_else() {
+        let mut v = view("Never", vec![], vec![rec("main", running())]);
+        v.ephemeral = vec![rec("zz-debug", exited(1)), rec("debugger", running())];
+        let s = pod_status(&pod(), &v, t("2024-01-01T00:00:05Z"));
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        assert_eq!(cond(&s, "Ready").status, "True");
+        let eph = s.ephemeral_container_statuses.expect("ephemeral statuses");
+        let names: Vec<&str> = eph.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, vec!["debugger", "zz-debug"]);
+        assert!(eph.iter().all(|c| !c.ready && c.started.is_none()));
+        assert!(eph[0].state.as_ref().unwrap().running.is_some());
+        let ended = eph[1].state.as_ref().unwrap().terminated.clone().unwrap();
+        assert_eq!(
+            (ended.exit_code, ended.reason.as_deref()),
+            (1, Some("Error"))
+        );
+        // Only the regular container is in containerStatuses and the conditions.
+        assert_eq!(s.container_statuses.unwrap().len(), 1);
+        // A running ephemeral container beside finished regular ones keeps nothing running.
+        let mut v = view("Never", vec![], vec![rec("main", exited(0))]);
+        v.ephemeral = vec![rec("debugger", running())];
+        assert_eq!(phase(&v, false), POD_SUCCEEDED);
     }
 }

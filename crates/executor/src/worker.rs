@@ -4,11 +4,19 @@
 //! the grace period), report status whenever it changes. A finished pod is then the manager's
 //! to keep until deleted (`confirm_deletion`, then `remove_pod_files` once it is gone).
 //!
+//! Ephemeral containers (`kubectl debug`) get a slot as they appear in the spec and start once
+//! while the pod runs, as kubelet's `computePodActions` starts them: whether or not
+//! initialization is done, never restarted, without probes or hooks. They count for nothing
+//! in the phase or the conditions, and are stopped with the pod's other containers (deletion,
+//! deadline, or the regular containers' end, as sidecars are). The simulate runtime runs them
+//! as it runs regular containers (the pod's simulate annotations).
+//!
 //! After an executor restart, a pod that had started containers under the previous run cannot
 //! be followed (its processes are no longer our children, their exit codes are lost): leftover
 //! processes are killed and the pod is reported Failed with reason `ExecutorRestarted`, so that
 //! no controller counts it twice or waits for it forever.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,7 +26,9 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use jiff::Timestamp;
-use kbatch_api::k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodStatus};
+use kbatch_api::k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, EphemeralContainer, Pod, PodStatus,
+};
 use kbatch_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kbatch_api::podlog;
 use kube::api::{Api, DeleteParams, Preconditions};
@@ -26,7 +36,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::backoff::{CrashBackoff, go_string};
-use crate::events::{NodeEvents, PodRef};
+use crate::events::{List, NodeEvents, PodRef};
 use crate::hook;
 use crate::probe::{self, Change, Prober, Verdict};
 use crate::runtime::{self, Exit, Plan, StopSignal};
@@ -118,8 +128,10 @@ pub async fn run(
 }
 
 /// The merge patch kubelet's status manager sends for `status`: the pod's UID as a
-/// precondition, and the fields this status no longer has cleared with null. Written straight
-/// to bytes (the status once, no JSON tree in between): it is sent for every pod.
+/// precondition, and the fields this status no longer has cleared with null
+/// (`ephemeralContainerStatuses` is never one: ephemeral containers are never removed, so a
+/// status that has them keeps them). Written straight to bytes (the status once, no JSON tree
+/// in between): it is sent for every pod.
 fn status_patch(uid: &str, status: &PodStatus) -> Result<Vec<u8>, serde_json::Error> {
     let mut out = Vec::with_capacity(1536);
     out.extend_from_slice(br#"{"metadata":{"uid":"#);
@@ -242,8 +254,9 @@ enum StopReason {
     Deadline,
     Shutdown,
     Vanished,
-    /// The pod's end is decided and only its sidecars still run: they are stopped, and their
-    /// ends do not count (kubelet terminates them once the regular containers are done).
+    /// The pod's end is decided and only its sidecars or ephemeral containers still run: they
+    /// are stopped, and their ends do not count (kubelet terminates them once the regular
+    /// containers are done, and reports the terminal phase only after).
     SidecarsDone,
 }
 
@@ -275,6 +288,8 @@ struct Slot {
     /// A restartable init container (restartPolicy Always): started in the init sequence,
     /// then kept running beside the regular containers, restarted whenever it exits.
     sidecar: bool,
+    /// An ephemeral container (`spec.ephemeralContainers`): started once, never restarted.
+    ephemeral: bool,
     /// It has run at least once: the init sequence goes on past a sidecar only then.
     ever_started: bool,
     record: ContainerRecord,
@@ -314,6 +329,42 @@ struct Slot {
 }
 
 impl Slot {
+    /// A slot for a container that has not run, with nothing planned.
+    fn blank(record: ContainerRecord) -> Slot {
+        Slot {
+            init: record.init,
+            sidecar: record.sidecar,
+            ephemeral: false,
+            ever_started: false,
+            record,
+            plan: None,
+            env_objects: false,
+            fetching: false,
+            runs: 0,
+            backoff: CrashBackoff::default(),
+            active: None,
+            exited_at: None,
+            restart_at: None,
+            probes: Vec::new(),
+            run_env: None,
+            probe_killed: false,
+            passed_startup: false,
+            has_pre_stop: false,
+            has_post_start: false,
+            shown: None,
+            post_start_error: None,
+        }
+    }
+
+    /// The spec list the container is in, which its events name.
+    fn list(&self) -> List {
+        if self.ephemeral {
+            List::EphemeralContainers
+        } else {
+            List::of(self.init)
+        }
+    }
+
     /// Its postStart hook is running.
     fn hook_running(&self) -> bool {
         self.shown.is_some()
@@ -419,6 +470,9 @@ struct Worker {
     status_retry_at: Option<Instant>,
     /// No status write before this: a start waits to be reported (`START_REPORT_DELAY`).
     report_at: Option<Instant>,
+    /// The pod is run here (not reported failed after a restart): ephemeral containers that
+    /// appear in its spec get slots.
+    runs_ephemeral: bool,
 }
 
 impl Worker {
@@ -455,6 +509,7 @@ impl Worker {
             journaled: false,
             status_retry_at: None,
             report_at: None,
+            runs_ephemeral: false,
         }
     }
 
@@ -485,6 +540,7 @@ impl Worker {
             .iter()
             .flatten()
             .chain(status.init_container_statuses.iter().flatten())
+            .chain(status.ephemeral_container_statuses.iter().flatten())
             .any(|cs| {
                 let state = cs.state.clone().unwrap_or_default();
                 state.running.is_some()
@@ -592,7 +648,8 @@ impl Worker {
             let plan = match plan {
                 Ok(p) => p,
                 Err(e) => {
-                    self.events().failed(&self.pod_ref(), &c.name, init, &e.0);
+                    let list = List::of(init);
+                    self.events().failed(&self.pod_ref(), &c.name, list, &e.0);
                     config_error = true;
                     record.state = RunState::Waiting {
                         reason: REASON_CONFIG_ERROR.to_string(),
@@ -601,30 +658,16 @@ impl Worker {
                     None
                 }
             };
-            let slot = Slot {
-                init,
-                sidecar,
-                ever_started: false,
-                record,
+            self.slots.push(Slot {
                 plan,
                 env_objects,
-                fetching: false,
-                runs: 0,
-                backoff: CrashBackoff::default(),
-                active: None,
-                exited_at: None,
-                restart_at: None,
                 probes,
-                run_env: None,
-                probe_killed: false,
-                passed_startup: false,
                 has_pre_stop,
                 has_post_start,
-                shown: None,
-                post_start_error: None,
-            };
-            self.slots.push(slot);
+                ..Slot::blank(record)
+            });
         }
+        self.runs_ephemeral = true;
         if config_error {
             // A missing command: the spec can't change, so no restart can help, and the pod
             // fails before it starts.
@@ -668,21 +711,90 @@ impl Worker {
         }
     }
 
-    /// The spec of slot `i`'s container.
-    fn container_spec(&self, i: usize) -> Option<&Container> {
+    /// The spec of slot `i`'s container (an ephemeral one as the container it describes).
+    fn container_spec(&self, i: usize) -> Option<Cow<'_, Container>> {
         let slot = self.slots.get(i)?;
         let spec = self.latest.spec.as_ref()?;
+        let name = slot.record.name.as_str();
+        if slot.ephemeral {
+            let list = spec.ephemeral_containers.as_deref().unwrap_or_default();
+            return list
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| Cow::Owned(ephemeral_as_container(c)));
+        }
         let list = if slot.init {
             spec.init_containers.as_deref().unwrap_or_default()
         } else {
             spec.containers.as_slice()
         };
-        list.iter().find(|c| c.name == slot.record.name)
+        list.iter().find(|c| c.name == name).map(Cow::Borrowed)
+    }
+
+    /// Give each ephemeral container new in the spec a slot, waiting to start (kubelet lists
+    /// every one in the status, with its default waiting reason, until it runs). Slots are only
+    /// added at the end: the indices pending runs hold stay valid.
+    fn add_ephemeral_containers(&mut self) {
+        if !self.runs_ephemeral {
+            return;
+        }
+        let pod = self.latest.clone();
+        let Some(spec) = pod.spec.as_ref() else {
+            return;
+        };
+        let waiting_reason = if spec.init_containers.as_ref().is_some_and(|l| !l.is_empty()) {
+            "PodInitializing"
+        } else {
+            "ContainerCreating"
+        };
+        for ec in spec.ephemeral_containers.iter().flatten() {
+            // Names are unique among all of a pod's containers (logs and exec go by name).
+            if self.slots.iter().any(|s| s.record.name == ec.name) {
+                continue;
+            }
+            let c = ephemeral_as_container(ec);
+            let env_objects =
+                self.config().runtime == RuntimeKind::Process && crate::env::needs_objects(&c);
+            let plan = match self.config().runtime {
+                RuntimeKind::Process if env_objects => match crate::env::command_error(&c) {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                },
+                RuntimeKind::Process => {
+                    crate::env::launch(&pod, &c, &self.ctx.allocatable, &Default::default())
+                        .map(|launch| Some(self.process_plan(&c, launch)))
+                }
+                RuntimeKind::Simulate => crate::simulate::plan(&pod).map(Some),
+            };
+            let mut record =
+                ContainerRecord::new(&c.name, c.image.as_deref().unwrap_or(""), waiting_reason);
+            let plan = match plan {
+                Ok(plan) => plan,
+                // It waits for good (or, for missing objects, until they are read again); the
+                // pod runs on: a debugging container never decides the pod's fate.
+                Err(e) => {
+                    let list = List::EphemeralContainers;
+                    self.events().failed(&self.pod_ref(), &c.name, list, &e.0);
+                    record.state = RunState::Waiting {
+                        reason: REASON_CONFIG_ERROR.to_string(),
+                        message: Some(e.0),
+                    };
+                    None
+                }
+            };
+            tracing::debug!(pod = %self.name, container = %c.name, "ephemeral container added");
+            self.slots.push(Slot {
+                ephemeral: true,
+                plan,
+                env_objects,
+                ..Slot::blank(record)
+            });
+        }
     }
 
     /// Read the objects slot `i`'s env refers to; `on_objects` goes on with the start.
     fn fetch_objects(&mut self, i: usize) {
-        let Some(container) = self.container_spec(i).cloned() else {
+        let Some(container) = self.container_spec(i).map(Cow::into_owned) else {
             return;
         };
         let (client, namespace) = (self.ctx.client.clone(), self.namespace.clone());
@@ -708,15 +820,15 @@ impl Worker {
         let Some(container) = self.container_spec(i) else {
             return;
         };
-        let result = crate::env::launch(&pod, container, &self.ctx.allocatable, &objects)
-            .map(|launch| self.process_plan(container, launch));
+        let result = crate::env::launch(&pod, &container, &self.ctx.allocatable, &objects)
+            .map(|launch| self.process_plan(&container, launch));
         let (events, pod_ref) = (self.ctx.events.clone(), self.pod_ref());
         let slot = &mut self.slots[i];
         match result {
             Ok(plan) => slot.plan = Some(plan),
             Err(e) => {
                 tracing::info!(pod = %self.name, container = %slot.record.name, error = %e.0, "container env can't be built yet");
-                events.failed(&pod_ref, &slot.record.name, slot.init, &e.0);
+                events.failed(&pod_ref, &slot.record.name, slot.list(), &e.0);
                 if let RunState::Terminated(t) = &slot.record.state {
                     slot.record.last = Some(t.clone());
                 }
@@ -768,6 +880,7 @@ impl Worker {
             let grace = self.grace();
             self.stop(StopReason::Deleted, grace);
         }
+        self.add_ephemeral_containers();
     }
 
     /// Move the pod forward as far as it can go now.
@@ -785,10 +898,11 @@ impl Worker {
             let mut pre_stops = Vec::new();
             for (i, slot) in self.slots.iter_mut().enumerate() {
                 slot.restart_at = None;
+                let list = slot.list();
                 if let Some(a) = &mut slot.active {
                     if !a.term_sent && a.pre_stop.is_none() && hooks && slot.has_pre_stop {
                         a.pre_stop = Some(true);
-                        events.killing(&pod, &slot.record.name, slot.init);
+                        events.killing(&pod, &slot.record.name, list);
                         pre_stops.push((i, a.run));
                     }
                     // A hook holds the stop signal back, unless the node itself is going.
@@ -798,7 +912,7 @@ impl Worker {
                         } else {
                             a.term();
                             if reason != StopReason::Vanished {
-                                events.killing(&pod, &slot.record.name, slot.init);
+                                events.killing(&pod, &slot.record.name, list);
                             }
                         }
                     }
@@ -851,6 +965,13 @@ impl Worker {
         if self.slots.iter().any(Slot::hook_running) {
             return;
         }
+        // Ephemeral containers start once, as soon as they are seen: kubelet starts them before
+        // init and regular containers, whether or not initialization is done.
+        for i in 0..self.slots.len() {
+            if self.slots[i].ephemeral && self.slots[i].active.is_none() && self.due(i, now) {
+                self.start(i);
+            }
+        }
         // Sidecars that exited after they first ran restart when their back-off ends.
         for i in 0..self.slots.len() {
             let slot = &self.slots[i];
@@ -896,7 +1017,7 @@ impl Worker {
         }
         let mut all_done = true;
         for i in 0..self.slots.len() {
-            if self.slots[i].init {
+            if self.slots[i].init || self.slots[i].ephemeral {
                 continue;
             }
             if self.slots[i].active.is_none() && self.due(i, now) {
@@ -910,8 +1031,13 @@ impl Worker {
                 all_done = false;
             }
         }
-        let sidecars_running = self.slots.iter().any(|s| s.sidecar && s.active.is_some());
-        if all_done && sidecars_running {
+        // What runs beside the regular containers is stopped once they are done; the pod's end
+        // waits for it.
+        let others_running = self
+            .slots
+            .iter()
+            .any(|s| (s.sidecar || s.ephemeral) && s.active.is_some());
+        if all_done && others_running {
             let grace = self.grace();
             self.stop(StopReason::SidecarsDone, grace);
             return self.step(now);
@@ -966,7 +1092,7 @@ impl Worker {
 
     /// Start one attempt of probe `k` of slot `i` (run `run`).
     fn launch_probe(&mut self, i: usize, k: usize, run: u32, now: Instant) {
-        let Some(container) = self.container_spec(i).cloned() else {
+        let Some(container) = self.container_spec(i).map(Cow::into_owned) else {
             return;
         };
         let slot = &mut self.slots[i];
@@ -997,7 +1123,7 @@ impl Worker {
     /// Run slot `i`'s hook at `point` for run `run`, for at most `limit` (a preStop hook's
     /// grace; kubelet gives a postStart hook none).
     fn launch_hook(&mut self, point: hook::Point, i: usize, run: u32, limit: Option<Duration>) {
-        let Some(container) = self.container_spec(i).cloned() else {
+        let Some(container) = self.container_spec(i).map(Cow::into_owned) else {
             return self.on_hook(point, i, run, Ok(()));
         };
         let (env, workdir) = self.slots[i].run_env();
@@ -1035,6 +1161,7 @@ impl Worker {
         if !slot.hook_running() {
             return;
         }
+        let list = slot.list();
         let Some(a) = slot.active.as_mut().filter(|a| a.run == run) else {
             return;
         };
@@ -1043,8 +1170,8 @@ impl Worker {
         if let Err(message) = result {
             tracing::info!(pod = %self.name, container = %slot.record.name, %message, "postStart hook failed");
             // The message stays out of the event, as upstream's: it may hold secrets.
-            events.failed_post_start_hook(&pod, &slot.record.name, slot.init);
-            events.killing_because(&pod, &slot.record.name, slot.init, "FailedPostStartHook");
+            events.failed_post_start_hook(&pod, &slot.record.name, list);
+            events.killing_because(&pod, &slot.record.name, list, "FailedPostStartHook");
             slot.post_start_error = Some(message);
             if held.is_none() {
                 a.kill_at = Some(Instant::now() + grace);
@@ -1089,7 +1216,7 @@ impl Worker {
         }
         if let Err(message) = result {
             tracing::info!(pod = %self.name, container = %slot.record.name, %message, "preStop hook failed");
-            events.failed_pre_stop_hook(&pod, &slot.record.name, slot.init, &message);
+            events.failed_pre_stop_hook(&pod, &slot.record.name, slot.list(), &message);
         }
     }
 
@@ -1103,6 +1230,7 @@ impl Worker {
             return;
         };
         let current = slot.active.as_ref().map(|a| a.run) == Some(run);
+        let list = slot.list();
         let Some(prober) = slot.probes.get_mut(k) else {
             return;
         };
@@ -1113,7 +1241,7 @@ impl Worker {
             }
             return;
         }
-        let (name, init, kind) = (slot.record.name.clone(), slot.init, prober.kind.name());
+        let (name, init, kind) = (slot.record.name.clone(), list, prober.kind.name());
         if let Some(error) = attempt.error {
             events.unhealthy(
                 &pod,
@@ -1252,8 +1380,8 @@ impl Worker {
                 for p in &mut slot.probes {
                     p.container_started(at);
                 }
-                events.created(&pod, &container, slot.init);
-                events.started(&pod, &container, slot.init);
+                events.created(&pod, &container, slot.list());
+                events.started(&pod, &container, slot.list());
                 slot.ever_started = true;
                 slot.record.state = RunState::Running {
                     started_at: now,
@@ -1296,7 +1424,7 @@ impl Worker {
             }
             Err(message) => {
                 tracing::info!(namespace = %ns, pod = %name, container = %container, %message, "container failed to start");
-                events.failed(&pod, &container, slot.init, &message);
+                events.failed(&pod, &container, slot.list(), &message);
                 slot.record.state = RunState::Terminated(Terminated {
                     exit_code: 128,
                     signal: None,
@@ -1371,6 +1499,8 @@ impl Worker {
         let probe_killed = std::mem::take(&mut slot.probe_killed);
         let hook_error = slot.post_start_error.take();
         let restart = match (slot.init, policy.as_str()) {
+            // kubelet starts an ephemeral container only while it has no status: never again.
+            _ if slot.ephemeral => false,
             _ if slot.sidecar => true,
             // kubelet restarts a container it killed for a failed probe unless the policy
             // is Never, whatever the exit code.
@@ -1407,7 +1537,7 @@ impl Worker {
             {
                 slot.record.last = Some(t.clone());
                 if !delay.is_zero() {
-                    events.back_off(&pod, &slot.record.name, slot.init);
+                    events.back_off(&pod, &slot.record.name, slot.list());
                 }
                 slot.record.state = RunState::Waiting {
                     reason,
@@ -1513,9 +1643,16 @@ impl Worker {
                 }
             }
         };
+        let main = |s: &&Slot| !s.init && !s.ephemeral;
         PodView {
             init: self.slots.iter().filter(|s| s.init).map(record).collect(),
-            main: self.slots.iter().filter(|s| !s.init).map(record).collect(),
+            main: self.slots.iter().filter(main).map(record).collect(),
+            ephemeral: self
+                .slots
+                .iter()
+                .filter(|s| s.ephemeral)
+                .map(record)
+                .collect(),
             restart_policy: self.restart_policy.clone(),
             start_time: self.start_time,
             finish: self.finish.clone(),
@@ -1622,26 +1759,33 @@ impl Worker {
             .unwrap_or_else(|| "Always".into());
         self.start_time = old.start_time.as_ref().map_or(self.start_time, |t| t.0);
         let now = Timestamp::now();
-        let inits = spec.init_containers.clone().unwrap_or_default();
-        for (init, c) in inits
-            .iter()
-            .map(|c| (true, c))
-            .chain(spec.containers.iter().map(|c| (false, c)))
-        {
-            let statuses = if init {
-                &old.init_container_statuses
-            } else {
-                &old.container_statuses
+        // Every container of the spec, with the list it is in and its restart policy.
+        let inits = spec.init_containers.iter().flatten();
+        let all = inits
+            .map(|c| (List::InitContainers, &c.name, &c.image, &c.restart_policy))
+            .chain(
+                spec.containers
+                    .iter()
+                    .map(|c| (List::Containers, &c.name, &c.image, &c.restart_policy)),
+            )
+            .chain(spec.ephemeral_containers.iter().flatten().map(|c| {
+                let list = List::EphemeralContainers;
+                (list, &c.name, &c.image, &c.restart_policy)
+            }));
+        for (list, name, image, restart_policy) in all {
+            let statuses = match list {
+                List::InitContainers => &old.init_container_statuses,
+                List::Containers => &old.container_statuses,
+                List::EphemeralContainers => &old.ephemeral_container_statuses,
             };
-            let found = statuses.iter().flatten().find(|s| s.name == c.name);
-            let sidecar = init && c.restart_policy.as_deref() == Some("Always");
+            let found = statuses.iter().flatten().find(|s| &s.name == name);
+            let init = list == List::InitContainers;
+            let sidecar = init && restart_policy.as_deref() == Some("Always");
             let mut record = match found {
                 Some(cs) => record_from_status(cs),
-                None => ContainerRecord::new(
-                    &c.name,
-                    c.image.as_deref().unwrap_or(""),
-                    "ContainerCreating",
-                ),
+                None => {
+                    ContainerRecord::new(name, image.as_deref().unwrap_or(""), "ContainerCreating")
+                }
             };
             if let RunState::Running {
                 started_at,
@@ -1661,26 +1805,8 @@ impl Worker {
             record.init = init;
             record.sidecar = sidecar;
             self.slots.push(Slot {
-                init,
-                sidecar,
-                ever_started: false,
-                record,
-                plan: None,
-                env_objects: false,
-                fetching: false,
-                runs: 0,
-                backoff: CrashBackoff::default(),
-                active: None,
-                exited_at: None,
-                probes: Vec::new(),
-                run_env: None,
-                probe_killed: false,
-                passed_startup: false,
-                has_pre_stop: false,
-                has_post_start: false,
-                shown: None,
-                post_start_error: None,
-                restart_at: None,
+                ephemeral: list == List::EphemeralContainers,
+                ..Slot::blank(record)
             });
         }
         self.finish = Some(Finish {
@@ -1729,6 +1855,41 @@ async fn sleep_until(t: Option<Instant>) {
     match t {
         Some(t) => tokio::time::sleep_until(t).await,
         None => futures::future::pending().await,
+    }
+}
+
+/// The container an ephemeral container describes (upstream converts its common part to a
+/// `Container` the same way): what its env, command and streams are built from. The target
+/// container names a process namespace to share, which host processes have no use for. Every
+/// field is named, so that a field a new API version adds is a decision, not an omission.
+fn ephemeral_as_container(ec: &EphemeralContainer) -> Container {
+    let ec = ec.clone();
+    Container {
+        name: ec.name,
+        image: ec.image,
+        image_pull_policy: ec.image_pull_policy,
+        command: ec.command,
+        args: ec.args,
+        env: ec.env,
+        env_from: ec.env_from,
+        working_dir: ec.working_dir,
+        stdin: ec.stdin,
+        stdin_once: ec.stdin_once,
+        tty: ec.tty,
+        resources: ec.resources,
+        resize_policy: ec.resize_policy,
+        restart_policy: ec.restart_policy,
+        restart_policy_rules: ec.restart_policy_rules,
+        security_context: ec.security_context,
+        volume_mounts: ec.volume_mounts,
+        volume_devices: ec.volume_devices,
+        termination_message_path: ec.termination_message_path,
+        termination_message_policy: ec.termination_message_policy,
+        lifecycle: ec.lifecycle,
+        liveness_probe: ec.liveness_probe,
+        readiness_probe: ec.readiness_probe,
+        startup_probe: ec.startup_probe,
+        ports: ec.ports,
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{Server, eventually};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// kubectl with the server's kubeconfig: (exit code, stdout, stderr).
@@ -218,4 +218,85 @@ async fn kubectl_attach_follows_a_containers_output() {
     assert_eq!(code, 0, "{out}\n{err}\n{}", server.logs());
     assert!(out.contains("tick 6"), "{out}\n{err}");
     assert!(err.contains("tock 6"), "{out}\n{err}");
+}
+
+#[tokio::test]
+async fn kubectl_debug_runs_an_ephemeral_container_beside_the_pods() {
+    let server = Server::start_with(&["--executor", "process"]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pods = running_pod(&server, "dbg", dir.path()).await;
+    // kubectl debug adds the container through pods/ephemeralcontainers, waits for it to run
+    // and attaches to its stdin.
+    let (code, out, err) = kubectl(
+        &server,
+        &[
+            "debug",
+            "dbg",
+            "-i",
+            "--image=busybox",
+            "--profile=general",
+            "--container=debugger",
+            "--",
+            "sh",
+            "-c",
+            "read line; echo \"debugging $line\"",
+        ],
+        Some("hello\n"),
+    );
+    assert_eq!(code, 0, "{out}\n{err}\n{}", server.logs());
+    assert!(out.contains("debugging hello"), "{out}\n{err}");
+
+    // It ran once and ended; the pod's own container runs on, untouched.
+    let pod = eventually(
+        Duration::from_secs(20),
+        "the debugger terminated",
+        || async {
+            pods.get("dbg").await.ok().filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.ephemeral_container_statuses.as_ref())
+                    .and_then(|cs| cs.first())
+                    .and_then(|c| c.state.as_ref())
+                    .is_some_and(|s| s.terminated.is_some())
+            })
+        },
+    )
+    .await;
+    let status = pod.status.expect("status");
+    let debugger = &status.ephemeral_container_statuses.expect("ephemeral")[0];
+    assert_eq!(debugger.name, "debugger");
+    assert_eq!(debugger.restart_count, 0);
+    let ended = debugger
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .expect("terminated");
+    assert_eq!(
+        (ended.exit_code, ended.reason.as_deref()),
+        (0, Some("Completed"))
+    );
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    let main = &status.container_statuses.expect("containers")[0];
+    assert!(main.state.as_ref().is_some_and(|s| s.running.is_some()));
+    assert_eq!(main.restart_count, 0);
+
+    let (code, out, err) = kubectl(&server, &["logs", "dbg", "-c", "debugger"], None);
+    assert_eq!((code, out.as_str()), (0, "debugging hello\n"), "{err}");
+    // Existing ephemeral containers may not be changed.
+    let change =
+        json!({"spec": {"ephemeralContainers": [{"name": "debugger", "command": ["true"]}]}});
+    let err = pods
+        .patch_subresource(
+            "ephemeralcontainers",
+            "dbg",
+            &PatchParams::default(),
+            &Patch::Strategic(change),
+        )
+        .await
+        .expect_err("a change to an existing ephemeral container");
+    let kube::Error::Api(status) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(status.message.contains("may not be changed"), "{status:?}");
 }
