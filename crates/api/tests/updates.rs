@@ -227,6 +227,102 @@ fn suspended_unstarted_job_may_change_scheduling_directives() {
     assert_eq!(update_job(&running, edit).len(), 1);
 }
 
+#[test]
+fn safely_suspended_job_may_change_resources_and_scheduling_directives() {
+    // MutablePodResourcesForSuspendedJobs and MutableSchedulingDirectivesForSuspendedJobs
+    // (on by default since 1.36), as upstream's strategy tests for KEP-5440.
+    let resize = |j: &mut Job| {
+        let ps = spec_mut(j).template.spec.as_mut().expect("pod spec");
+        ps.containers[0].resources = Some(decode(json!({
+            "requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "4"}})));
+    };
+    let select = |j: &mut Job| {
+        let ps = spec_mut(j).template.spec.as_mut().expect("pod spec");
+        ps.node_selector = Some([("disk".to_string(), "ssd".to_string())].into());
+    };
+    let with = |spec: Value, status: Value| {
+        let mut j = prepared_job(spec);
+        j.status = Some(decode(status));
+        j
+    };
+    let suspended = json!({"spec": {"suspend": true}});
+    let suspended_cond = json!([{"type": "Suspended", "status": "True",
+        "reason": "JobSuspended", "message": "Job suspended"}]);
+    let cases = [
+        (
+            "suspended, never started",
+            with(suspended.clone(), json!({})),
+            true,
+        ),
+        (
+            "started, then suspended, pods gone",
+            with(
+                suspended.clone(),
+                json!({"startTime": "2026-01-01T00:00:00Z", "conditions": suspended_cond}),
+            ),
+            true,
+        ),
+        (
+            "suspended, never started, pods still active",
+            with(suspended.clone(), json!({"active": 1})),
+            false,
+        ),
+        (
+            "started and suspended, no Suspended condition yet",
+            with(
+                suspended.clone(),
+                json!({"startTime": "2026-01-01T00:00:00Z"}),
+            ),
+            false,
+        ),
+        (
+            "started, then suspended, pods still active",
+            with(
+                suspended,
+                json!({"startTime": "2026-01-01T00:00:00Z", "active": 2,
+                       "conditions": suspended_cond}),
+            ),
+            false,
+        ),
+        ("not suspended", with(json!({}), json!({})), false),
+    ];
+    for (name, old, allowed) in cases {
+        for (what, edit) in [
+            ("resources", &resize as &dyn Fn(&mut Job)),
+            ("nodeSelector", &select),
+        ] {
+            let errs = update_job(&old, edit);
+            if allowed {
+                assert!(errs.is_empty(), "{name}, {what}: {errs:?}");
+            } else {
+                assert_eq!(errs.len(), 1, "{name}, {what}: {errs:?}");
+                assert!(
+                    errs[0].starts_with("spec.template: Invalid value:")
+                        && errs[0].ends_with("field is immutable"),
+                    "{name}, {what}: {errs:?}"
+                );
+            }
+        }
+    }
+    // Init containers' resources may change too; other container fields may not.
+    let mut old = prepared_job(json!({"spec": {"suspend": true, "template": {"spec": {
+        "initContainers": [{"name": "init", "image": "busybox"}]}}}}));
+    old.status = Some(decode(json!({})));
+    let errs = update_job(&old, |j| {
+        let ps = spec_mut(j).template.spec.as_mut().expect("pod spec");
+        if let Some(init) = ps.init_containers.as_mut() {
+            init[0].resources = Some(decode(json!({"requests": {"memory": "64Mi"}})));
+        }
+    });
+    assert!(errs.is_empty(), "{errs:?}");
+    let errs = update_job(&old, |j| {
+        let ps = spec_mut(j).template.spec.as_mut().expect("pod spec");
+        ps.containers[0].resources = Some(decode(json!({"requests": {"cpu": "1"}})));
+        ps.containers[0].command = Some(vec!["other".into()]);
+    });
+    assert_eq!(errs.len(), 1, "{errs:?}");
+}
+
 fn status_update(spec_patch: Value, old_status: Value, new_status: Value) -> Vec<String> {
     let mut old = prepared_job(spec_patch);
     old.metadata.resource_version = Some("1".into());

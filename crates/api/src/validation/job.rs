@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 
 use super::indexes::{overlap_error, validate_indexes_format};
 use super::{
@@ -35,6 +36,9 @@ const CONDITION_STATUSES: [&str; 3] = ["False", "True", "Unknown"];
 struct JobOpts {
     require_prefixed_labels: bool,
     allow_mutable_scheduling_directives: bool,
+    /// `MutablePodResourcesForSuspendedJobs` (beta, on by default since 1.36): containers'
+    /// and init containers' `resources.requests`, `limits` and `claims` may change.
+    allow_mutable_pod_resources: bool,
 }
 
 fn spec_of(job: &Job) -> JobSpec {
@@ -603,6 +607,7 @@ pub fn job_create(job: &Job) -> ErrorList {
         JobOpts {
             require_prefixed_labels: true,
             allow_mutable_scheduling_directives: false,
+            allow_mutable_pod_resources: false,
         },
     )
 }
@@ -633,8 +638,8 @@ pub fn job_update(new: &Job, old: &Job) -> ErrorList {
     let opts = JobOpts {
         require_prefixed_labels: old_labels.contains_key(keys::JOB_NAME_LABEL)
             && old_labels.contains_key(keys::CONTROLLER_UID_LABEL),
-        allow_mutable_scheduling_directives: old_spec.suspend == Some(true)
-            && status_of(old).start_time.is_none(),
+        allow_mutable_scheduling_directives: safely_suspended(&old_spec, &status_of(old)),
+        allow_mutable_pod_resources: safely_suspended(&old_spec, &status_of(old)),
     };
     let mut errs = validate_job(new, opts);
     errs.extend(object_meta_update(&new.metadata, &old.metadata));
@@ -703,9 +708,40 @@ pub fn job_update(new: &Job, old: &Job) -> ErrorList {
 
 /// `validatePodTemplateUpdate`: the template is immutable, except scheduling directives and
 /// template labels/annotations of a suspended job that never started.
+/// A suspended Job no pod of which runs with its template any more, so that the template's
+/// scheduling directives and resources may change (KEP-5440, whose gates are on by default
+/// since 1.36): suspended, no active pod, and either never started or with its `Suspended`
+/// condition set (a Job suspended after it ran, once its pods are gone).
+fn safely_suspended(old_spec: &JobSpec, old_status: &JobStatus) -> bool {
+    old_spec.suspend == Some(true)
+        && old_status.active.unwrap_or(0) == 0
+        && (old_status.start_time.is_none()
+            || is_condition_true(old_status.conditions.as_ref(), keys::JOB_SUSPENDED))
+}
+
+/// Takes the new template's containers' (and init containers') resources into `old`, so that
+/// the immutability check that follows ignores them: requests, limits and claims, which are
+/// all a container's `resources` holds.
+fn take_container_resources(old: &mut PodSpec, new: &PodSpec) {
+    fn take(old: &mut [Container], new: &[Container]) {
+        for (o, n) in old.iter_mut().zip(new) {
+            o.resources.clone_from(&n.resources);
+        }
+    }
+    take(&mut old.containers, &new.containers);
+    if let (Some(o), Some(n)) = (old.init_containers.as_mut(), new.init_containers.as_ref()) {
+        take(o, n);
+    }
+}
+
 fn template_update(new: &JobSpec, old: &JobSpec, opts: JobOpts, path: &Path, errs: &mut ErrorList) {
     let template = &new.template;
     let mut old_t = old.template.clone();
+    if opts.allow_mutable_pod_resources
+        && let (Some(ospec), Some(nspec)) = (old_t.spec.as_mut(), template.spec.as_ref())
+    {
+        take_container_resources(ospec, nspec);
+    }
     if opts.allow_mutable_scheduling_directives {
         let nspec = template.spec.clone().unwrap_or_default();
         let mut ospec = old_t.spec.clone().unwrap_or_default();

@@ -224,6 +224,9 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
     /// The back-off record to keep for the next sync.
     pub backoff: BackoffRecord,
+    /// The failed pods this sync accounts for, per the action of the pod failure policy rule
+    /// each matched (`job_controller_pod_failures_handled_by_failure_policy_total`).
+    pub failure_policy_actions: BTreeMap<&'static str, u32>,
     tracking: Option<Tracking>,
 }
 
@@ -238,6 +241,7 @@ impl Plan {
             events: Vec::new(),
             requeue_after: None,
             backoff: ctx.backoff.clone(),
+            failure_policy_actions: BTreeMap::new(),
             tracking: None,
         }
     }
@@ -728,6 +732,10 @@ pub fn sync_refs(job: &Job, pods: &[&Pod], now: Timestamp, ctx: &SyncContext) ->
                     suspend_changed = true;
                     events.push(JobEvent::normal("Suspended", "Job suspended"));
                 }
+                // A suspended Job has not started (MutableSchedulingDirectivesForSuspendedJobs,
+                // on by default since 1.36): its template may then change once its pods are
+                // gone, and resuming starts it afresh.
+                status.start_time = None;
             } else if conditions::ensure(
                 conds,
                 keys::JOB_SUSPENDED,
@@ -786,6 +794,17 @@ pub fn sync_refs(job: &Job, pods: &[&Pod], now: Timestamp, ctx: &SyncContext) ->
         needs_flush,
     });
 
+    // As upstream counts them while tracking: failed pods not accounted for yet whose
+    // finalizer comes off now (not those kept until their index is replaced).
+    let mut failure_policy_actions = BTreeMap::new();
+    for p in &new_failed {
+        if delayed_uids.values().any(|u| u == pods::uid(p)) {
+            continue;
+        }
+        if let Some(action) = pod_failure_policy::match_pod(policy, p).action {
+            *failure_policy_actions.entry(action.as_str()).or_insert(0) += 1;
+        }
+    }
     Plan {
         skip: None,
         pods_to_create: st.creates,
@@ -795,6 +814,7 @@ pub fn sync_refs(job: &Job, pods: &[&Pod], now: Timestamp, ctx: &SyncContext) ->
         events,
         requeue_after: st.requeue_after,
         backoff: st.backoff,
+        failure_policy_actions,
         tracking: Some(tracking),
     }
 }

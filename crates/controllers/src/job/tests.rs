@@ -2242,21 +2242,28 @@ fn managed_by_and_finished_jobs_are_skipped() {
 
 #[test]
 fn suspend_and_resume_events_and_start_time() {
-    let job = suspend(job_nonindexed(2, Some(4), 6));
+    let started = now()
+        .checked_sub(SignedDuration::from_secs(100))
+        .unwrap_or(now());
+    let job = with_status(suspend(job_nonindexed(2, Some(4), 6)), |s| {
+        s.start_time = Some(Time(started));
+        s.active = Some(2);
+    });
     let plan = sync(&job, &running(2), now(), &SyncContext::default());
     assert_eq!(
         plan.events,
         vec![JobEvent::normal("Suspended", "Job suspended")]
     );
+    // Suspending clears startTime (MutableSchedulingDirectivesForSuspendedJobs): the
+    // template may change once the pods are gone.
+    let st = plan.final_status().unwrap_or_default();
+    assert_eq!(st.start_time, None);
     assert!(
         plan.pods_to_delete
             .iter()
             .all(|d| d.reason == DeletionReason::Suspended && d.remove_finalizer_first())
     );
 
-    let started = now()
-        .checked_sub(SignedDuration::from_secs(100))
-        .unwrap_or(now());
     let job = with_status(job_nonindexed(2, Some(4), 6), |s| {
         s.start_time = Some(Time(started));
         s.conditions = Some(vec![cond(
