@@ -468,6 +468,19 @@ async fn indexed_job_tracks_completed_indexes() {
             .and_then(|s| s.completed_indexes.as_deref()),
         Some("0-3")
     );
+    // An Indexed Job's finished pods are its completed indexes, counted as finished indexes
+    // too (upstream's recordJobPodFinished).
+    let metrics = common::raw(&client, "GET", "/metrics", None, Vec::new()).await;
+    for want in [
+        "job_controller_job_finished_indexes_total{status=\"succeeded\",backoffLimit=\"global\"} 4",
+        "job_controller_job_pods_finished_total{completion_mode=\"Indexed\",result=\"succeeded\"} 4",
+    ] {
+        assert!(
+            metrics.body.contains(want),
+            "missing {want} in:\n{}",
+            metrics.body
+        );
+    }
 }
 
 #[tokio::test]
@@ -495,6 +508,13 @@ async fn pod_failure_policy_fail_job_on_exit_code() {
         Some(format!("Container main for pod default/{} failed with exit code 5 matching FailJob rule at index 0", first[0].name_any()).as_str())
     );
     assert_eq!(counts(&j), c(0, 0, 1));
+    let metrics = common::raw(&client, "GET", "/metrics", None, Vec::new()).await;
+    let want = "job_controller_pod_failures_handled_by_failure_policy_total{action=\"FailJob\"} 1";
+    assert!(
+        metrics.body.contains(want),
+        "missing {want} in:\n{}",
+        metrics.body
+    );
 }
 
 #[tokio::test]
@@ -572,6 +592,67 @@ async fn suspend_and_resume() {
     .await;
     let j = jobs.get("sus").await.expect("get");
     assert_eq!(counts(&j).failed, 0);
+
+    // Suspended with its pods gone, the Job has no startTime, and its pods' resources and
+    // scheduling directives may change (KEP-5440, on by default since 1.36); the pods of
+    // the resumed Job have them.
+    let j = eventually(WAIT, "no active pod, no startTime", || async {
+        let j = jobs.get("sus").await.ok()?;
+        let st = j.status.as_ref()?;
+        (st.active.unwrap_or(0) == 0 && st.start_time.is_none()).then_some(j)
+    })
+    .await;
+    assert_eq!(
+        condition(&j, "Suspended").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    let resized = json!({"spec": {"template": {"spec": {
+        "nodeSelector": {"disk": "ssd"},
+        "containers": [{"name": "main", "resources": {"requests": {"cpu": "250m"}}}]}}}});
+    jobs.patch("sus", &PatchParams::default(), &Patch::Strategic(resized))
+        .await
+        .expect("a safely suspended Job's resources may change");
+    jobs.patch(
+        "sus",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": false}})),
+    )
+    .await
+    .expect("resume");
+    let resumed = eventually(WAIT, "pods of the resized template", || async {
+        let fresh: Vec<_> = pods_of(&pods, "sus")
+            .await
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        (fresh.len() == 2).then_some(fresh)
+    })
+    .await;
+    for p in &resumed {
+        let spec = p.spec.as_ref().expect("spec");
+        let cpu = spec.containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("cpu"))
+            .map(|q| q.0.clone());
+        assert_eq!(cpu.as_deref(), Some("250m"));
+        assert_eq!(
+            spec.node_selector
+                .as_ref()
+                .and_then(|n| n.get("disk"))
+                .map(String::as_str),
+            Some("ssd")
+        );
+    }
+    // Running again, its template is immutable once more.
+    let again = json!({"spec": {"template": {"spec": {
+        "containers": [{"name": "main", "resources": {"requests": {"cpu": "500m"}}}]}}}});
+    let err = jobs
+        .patch("sus", &PatchParams::default(), &Patch::Strategic(again))
+        .await
+        .expect_err("a running Job's template is immutable");
+    assert!(err.to_string().contains("field is immutable"), "{err}");
 }
 
 #[tokio::test]

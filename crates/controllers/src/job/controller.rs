@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use super::backoff::{BackoffConfig, BackoffRecord};
+use super::indexed::Intervals;
 use super::metrics as m;
 use super::ownership::{Claim, claim_pod};
 use super::{
@@ -615,6 +616,11 @@ impl Inner {
                 .map_err(|e| (e, action))?;
             self.emit(&job, &events);
         }
+        // Recorded once the failed pods are accounted for, as upstream records them after
+        // its flush.
+        for (action, n) in &plan.failure_policy_actions {
+            m::POD_FAILURES_HANDLED_BY_FAILURE_POLICY_TOTAL.add(&[action], f64::from(*n));
+        }
 
         // Where a sync's time goes: each phase waits for its writes.
         debug!(
@@ -1003,12 +1009,44 @@ fn creation_reason(job: &Job) -> &'static str {
     }
 }
 
+/// The metrics of what a status write finished, as upstream's `recordJobPodFinished` and
+/// `recordJobFinished`: an Indexed Job's succeeded pods are its newly completed indexes
+/// (within `completions`, which may have been scaled down), also counted as finished
+/// indexes, as are newly failed indexes under backoffLimitPerIndex.
 fn record_finish_metrics(job: &Job, old: Option<&JobStatus>, new: Option<&JobStatus>) {
     let mode = completion_mode(job);
     let count = |s: Option<&JobStatus>, f: fn(&JobStatus) -> Option<i32>| {
         f64::from(s.and_then(f).unwrap_or(0).max(0))
     };
-    let ds = count(new, |s| s.succeeded) - count(old, |s| s.succeeded);
+    let ds = match indexed_completions(job) {
+        Some(completions) => {
+            let per_index = job
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.backoff_limit_per_index.is_some());
+            let label = if per_index { "perIndex" } else { "global" };
+            let indexes = |s: Option<&JobStatus>, f: fn(&JobStatus) -> Option<&str>| {
+                let list = s.and_then(f).unwrap_or("");
+                Intervals::parse(list, completions).total() as f64
+            };
+            fn completed(s: &JobStatus) -> Option<&str> {
+                s.completed_indexes.as_deref()
+            }
+            fn failed(s: &JobStatus) -> Option<&str> {
+                s.failed_indexes.as_deref()
+            }
+            let ds = indexes(new, completed) - indexes(old, completed);
+            if ds > 0.0 {
+                m::JOB_FINISHED_INDEXES_TOTAL.add(&["succeeded", label], ds);
+            }
+            let df = indexes(new, failed) - indexes(old, failed);
+            if per_index && df > 0.0 {
+                m::JOB_FINISHED_INDEXES_TOTAL.add(&["failed", label], df);
+            }
+            ds
+        }
+        None => count(new, |s| s.succeeded) - count(old, |s| s.succeeded),
+    };
     let df = count(new, |s| s.failed) - count(old, |s| s.failed);
     if ds > 0.0 {
         m::JOB_PODS_FINISHED_TOTAL.add(&[mode, "succeeded"], ds);
