@@ -40,6 +40,15 @@ fn job_with(name: &str, spec: Value) -> Job {
     serde_json::from_value(j).expect("a Job")
 }
 
+/// Waits for the server's /metrics to carry the line `want`.
+async fn metric_line(client: &kube::Client, want: &str) {
+    eventually(WAIT, want, || async {
+        let metrics = common::raw(client, "GET", "/metrics", None, Vec::new()).await;
+        metrics.body.lines().any(|l| l == want).then_some(())
+    })
+    .await;
+}
+
 async fn create(jobs: &Api<Job>, job: Job) -> Job {
     jobs.create(&PostParams::default(), &job)
         .await
@@ -470,16 +479,12 @@ async fn indexed_job_tracks_completed_indexes() {
     );
     // An Indexed Job's finished pods are its completed indexes, counted as finished indexes
     // too (upstream's recordJobPodFinished).
-    let metrics = common::raw(&client, "GET", "/metrics", None, Vec::new()).await;
+    // (Recorded once the controller has the write's answer: a moment after the condition.)
     for want in [
         "job_controller_job_finished_indexes_total{status=\"succeeded\",backoffLimit=\"global\"} 4",
         "job_controller_job_pods_finished_total{completion_mode=\"Indexed\",result=\"succeeded\"} 4",
     ] {
-        assert!(
-            metrics.body.contains(want),
-            "missing {want} in:\n{}",
-            metrics.body
-        );
+        metric_line(&client, want).await;
     }
 }
 
@@ -508,13 +513,11 @@ async fn pod_failure_policy_fail_job_on_exit_code() {
         Some(format!("Container main for pod default/{} failed with exit code 5 matching FailJob rule at index 0", first[0].name_any()).as_str())
     );
     assert_eq!(counts(&j), c(0, 0, 1));
-    let metrics = common::raw(&client, "GET", "/metrics", None, Vec::new()).await;
-    let want = "job_controller_pod_failures_handled_by_failure_policy_total{action=\"FailJob\"} 1";
-    assert!(
-        metrics.body.contains(want),
-        "missing {want} in:\n{}",
-        metrics.body
-    );
+    metric_line(
+        &client,
+        "job_controller_pod_failures_handled_by_failure_policy_total{action=\"FailJob\"} 1",
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -517,16 +517,21 @@ impl Inner {
             Err((e, action)) => {
                 warn!(job = %key, error = %e, "syncing job failed");
                 self.queue.add_rate_limited(key.to_string());
-                ("error", action)
+                ("error", Some(action))
             }
         };
-        m::JOB_SYNCS_TOTAL.inc(&[mode, result, action]);
-        m::JOB_SYNC_DURATION_SECONDS
-            .observe(&[mode, result, action], started.elapsed().as_secs_f64());
+        // As upstream, syncs of a Job that is gone, finished, managed elsewhere or of an
+        // unknown completion mode are not counted.
+        if let Some(action) = action {
+            m::JOB_SYNCS_TOTAL.inc(&[mode, result, action]);
+            m::JOB_SYNC_DURATION_SECONDS
+                .observe(&[mode, result, action], started.elapsed().as_secs_f64());
+        }
     }
 
-    /// One sync of the Job under `key`. Returns the metrics action label.
-    async fn sync_job(&self, key: &str) -> Result<&'static str, (SyncError, &'static str)> {
+    /// One sync of the Job under `key`. Returns the metrics action label, `None` for a sync
+    /// upstream does not count.
+    async fn sync_job(&self, key: &str) -> Result<Option<&'static str>, (SyncError, &'static str)> {
         let action = m::ACTION_RECONCILING;
         let (ns, name) = split_key(key).map_err(|e| (e.into(), action))?;
         let Some(job) = self.jobs.get(ns, name) else {
@@ -535,14 +540,14 @@ impl Inner {
             self.expectations.delete_expectations(key);
             self.finalizer_expectations.delete_expectations(key);
             self.set_backoff_record(key, BackoffRecord::default());
-            return Ok(action);
+            return Ok(None);
         };
         if managed_elsewhere(&job).is_some() {
-            return Ok(action);
+            return Ok(None);
         }
         if is_finished(&job) {
             self.set_backoff_record(key, BackoffRecord::default());
-            return Ok(action);
+            return Ok(None);
         }
         // Read before listing pods: an observation arriving in between must not be missed.
         let satisfied = self.expectations.satisfied_expectations(key);
@@ -563,17 +568,9 @@ impl Inner {
         let mut plan = sync_refs(&job, &owned, now, &ctx);
         if plan.skip.is_some() {
             self.emit(&job, &plan.events);
-            return Ok(action);
+            return Ok(plan.action);
         }
-        let action = if !plan.pods_to_delete.is_empty() {
-            m::ACTION_PODS_DELETED
-        } else if !plan.pods_to_create.is_empty() {
-            m::ACTION_PODS_CREATED
-        } else if !plan.finalizers_to_remove.is_empty() {
-            m::ACTION_TRACKING
-        } else {
-            action
-        };
+        let action = plan.action.unwrap_or(action);
         let mut errors: Vec<String> = Vec::new();
         let phase = Instant::now();
 
@@ -640,7 +637,7 @@ impl Inner {
             self.queue.add_after(key.to_string(), after);
         }
         if errors.is_empty() {
-            Ok(action)
+            Ok(Some(action))
         } else {
             Err((SyncError::Partial(errors.join("; ")), action))
         }

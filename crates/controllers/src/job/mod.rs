@@ -224,6 +224,9 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
     /// The back-off record to keep for the next sync.
     pub backoff: BackoffRecord,
+    /// The `action` label of `job_controller_job_syncs_total` for this sync, as upstream's
+    /// `syncJob` decides it (`None` for a skipped sync, which upstream does not count).
+    pub action: Option<&'static str>,
     /// The failed pods this sync accounts for, per the action of the pod failure policy rule
     /// each matched (`job_controller_pod_failures_handled_by_failure_policy_total`).
     pub failure_policy_actions: BTreeMap<&'static str, u32>,
@@ -241,6 +244,7 @@ impl Plan {
             events: Vec::new(),
             requeue_after: None,
             backoff: ctx.backoff.clone(),
+            action: None,
             failure_policy_actions: BTreeMap::new(),
             tracking: None,
         }
@@ -679,6 +683,8 @@ pub fn sync_refs(job: &Job, pods: &[&Pod], now: Timestamp, ctx: &SyncContext) ->
 
     let mut events = Vec::new();
     let mut suspend_changed = false;
+    // The sync's metrics action: `reconciling` unless manageJob runs.
+    let mut action = metrics::ACTION_RECONCILING;
     if finished.is_some() {
         // Delete what still runs; the finalizers stay so the pods are counted as they end.
         let n = st.active_pods.len();
@@ -703,7 +709,7 @@ pub fn sync_refs(job: &Job, pods: &[&Pod], now: Timestamp, ctx: &SyncContext) ->
     } else {
         let mut managed = false;
         if ctx.satisfied_expectations && job.metadata.deletion_timestamp.is_none() {
-            manage(&mut st);
+            action = manage(&mut st);
             account_failed_actions(&mut st);
             managed = true;
         }
@@ -814,6 +820,7 @@ pub fn sync_refs(job: &Job, pods: &[&Pod], now: Timestamp, ctx: &SyncContext) ->
         events,
         requeue_after: st.requeue_after,
         backoff: st.backoff,
+        action: Some(action),
         failure_policy_actions,
         tracking: Some(tracking),
     }
@@ -850,7 +857,10 @@ fn account_failed_actions(st: &mut State<'_>) -> bool {
 
 /// Creates or deletes pods to reach the wanted number of active pods (upstream manageJob).
 /// At most one of the two happens per sync, deletion first.
-fn manage(st: &mut State<'_>) {
+/// Upstream's `manageJob`: the pods to create or delete. Returns its metrics action:
+/// `pods_deleted` for a suspended Job or excess pods, `pods_created` when pods are due (even
+/// when back-off holds them), `tracking` otherwise.
+fn manage(st: &mut State<'_>) -> &'static str {
     let spec = st.spec;
     let parallelism = spec.parallelism.unwrap_or(1).max(0);
     let max_ops = st.ctx.max_pod_create_delete_per_sync;
@@ -859,7 +869,7 @@ fn manage(st: &mut State<'_>) {
         let all = st.active_pods.len();
         let rm = pods_for_removal(st, all);
         record_deletions(st, rm, DeletionReason::Suspended);
-        return;
+        return metrics::ACTION_PODS_DELETED;
     }
 
     let want_active = match spec.completions {
@@ -873,7 +883,7 @@ fn manage(st: &mut State<'_>) {
     rm.truncate(max_ops);
     if !rm.is_empty() {
         record_deletions(st, rm, DeletionReason::Excess);
-        return;
+        return metrics::ACTION_PODS_DELETED;
     }
 
     let terminating = if st.only_replace_failed {
@@ -883,7 +893,7 @@ fn manage(st: &mut State<'_>) {
     };
     let diff = want_active - terminating - st.active;
     if diff <= 0 {
-        return;
+        return metrics::ACTION_TRACKING;
     }
     let indexed = is_indexed(spec);
     let has_blpi = indexed && spec.backoff_limit_per_index.is_some();
@@ -891,7 +901,7 @@ fn manage(st: &mut State<'_>) {
         let left = st.backoff.remaining(st.now, &st.ctx.backoff_config);
         if !left.is_zero() {
             st.requeue_after = min_requeue(st.requeue_after, left.max(SYNC_JOB_BATCH_PERIOD));
-            return;
+            return metrics::ACTION_PODS_CREATED;
         }
     }
     let mut diff = usize::try_from(diff).unwrap_or(0).min(max_ops);
@@ -930,7 +940,7 @@ fn manage(st: &mut State<'_>) {
                     st.requeue_after =
                         min_requeue(st.requeue_after, left.max(SYNC_JOB_BATCH_PERIOD));
                 }
-                return;
+                return metrics::ACTION_PODS_CREATED;
             }
             to_add = ready_now;
         }
@@ -958,6 +968,7 @@ fn manage(st: &mut State<'_>) {
         .map(|id| pods::new_pod(st.job, id))
         .collect();
     st.active = st.active.saturating_add(to_i32(diff));
+    metrics::ACTION_PODS_CREATED
 }
 
 /// Active pods to delete: for Indexed Jobs every pod without a valid index and every

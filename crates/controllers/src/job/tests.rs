@@ -3221,3 +3221,55 @@ fn random_plans_never_write_an_invalid_status() {
         }
     }
 }
+
+/// The `action` label of `job_controller_job_syncs_total`, as upstream's `syncJob` and
+/// `manageJob` decide it; skipped syncs (finished, managed elsewhere) are not counted.
+#[test]
+fn sync_metrics_action() {
+    let ctx = SyncContext::default();
+    let action = |job: &Job, pods: &[Pod], ctx: &SyncContext| sync(job, pods, now(), ctx).action;
+    let job = job_nonindexed(2, Some(4), 6);
+    assert_eq!(action(&job, &[], &ctx), Some("pods_created"));
+    assert_eq!(action(&job, &running(2), &ctx), Some("tracking"));
+    assert_eq!(action(&job, &running(3), &ctx), Some("pods_deleted"));
+    assert_eq!(
+        action(&suspend(job.clone()), &running(2), &ctx),
+        Some("pods_deleted")
+    );
+    // Pods are due but back-off holds them: still pods_created, as upstream.
+    let held = SyncContext {
+        backoff: BackoffRecord {
+            failures_after_last_success: 1,
+            last_failure_time: Some(now()),
+        },
+        ..SyncContext::default()
+    };
+    let plan = sync(&job, &[], now(), &held);
+    assert!(plan.pods_to_create.is_empty());
+    assert_eq!(plan.action, Some("pods_created"));
+    // manageJob does not run: unsatisfied expectations, or a finishing Job.
+    let waiting = SyncContext {
+        satisfied_expectations: false,
+        ..SyncContext::default()
+    };
+    assert_eq!(action(&job, &[], &waiting), Some("reconciling"));
+    let one = job_nonindexed(1, Some(1), 6);
+    // Completion is decided after manageJob, which ran (nothing to do).
+    assert_eq!(action(&one, &succeeded(1), &ctx), Some("tracking"));
+    // A failing Job's active pods are deleted without manageJob.
+    let mut pods = failed(1);
+    pods.extend(running(1));
+    let plan = sync(&job_nonindexed(2, Some(4), 0), &pods, now(), &ctx);
+    assert_eq!(plan.pods_to_delete.len(), 1);
+    assert_eq!(plan.action, Some("reconciling"));
+    // A finished Job's syncs are not counted.
+    let done = with_status(one, |s| {
+        s.conditions = Some(vec![cond(
+            "Complete",
+            "True",
+            "CompletionsReached",
+            "Reached expected number of succeeded pods",
+        )]);
+    });
+    assert_eq!(action(&done, &[], &ctx), None);
+}
