@@ -26,6 +26,7 @@ mod simulate;
 pub mod state;
 mod status;
 pub mod streaming;
+mod usage;
 mod worker;
 
 use std::path::PathBuf;

@@ -1372,9 +1372,17 @@ impl Worker {
             Ok(mut started) => {
                 let attach = started.attach.take();
                 let exec = run_env.map(|(env, workdir)| {
-                    self.ctx
-                        .streams
-                        .publish(&ns, &name, &uid, &container, env, workdir, attach)
+                    self.ctx.streams.publish(
+                        &ns,
+                        &name,
+                        &uid,
+                        &container,
+                        env,
+                        workdir,
+                        attach,
+                        started.pid,
+                        now,
+                    )
                 });
                 let at = Instant::now();
                 for p in &mut slot.probes {

@@ -19,10 +19,15 @@
 //! protocols, kubelet's words for a container it cannot find (`GetAttach`). Whether the
 //! session has a TTY is the container's `tty`, not the request's (only stderr follows the
 //! request's `tty`), as kubelet decides it.
+//!
+//! `GET /metrics/resource` is kubelet's resource metrics (`resource_metrics`), what
+//! metrics-server scrapes: the node's and the running containers' CPU and memory in the
+//! Prometheus text format.
 
 mod attach;
 mod exec;
 mod registry;
+mod resource_metrics;
 mod session;
 mod status;
 mod ws;
@@ -42,7 +47,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use exec::Options;
-pub use registry::{ExecTarget, Missing, Published, Registry};
+pub use registry::{ExecTarget, Missing, Published, Registry, RunningContainer};
 use session::Protocol;
 
 /// Listen for the streaming endpoint on the node's address; port `None` or 0 lets the OS
@@ -94,7 +99,13 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let service = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
-        async move { Ok::<_, Infallible>(handle(req, &shared)) }
+        async move {
+            // Any method, as kubelet's handler for it (the Go client's) takes any.
+            if req.uri().path() == resource_metrics::PATH {
+                return Ok::<_, Infallible>(resource_metrics::serve(shared.registry.clone()).await);
+            }
+            Ok(handle(req, &shared))
+        }
     });
     if let Err(e) = hyper::server::conn::http1::Builder::new()
         .serve_connection(TokioIo::new(stream), service)

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use jiff::Timestamp;
 use tokio::sync::watch;
 
 use crate::process::Attach;
@@ -38,8 +39,22 @@ struct Entry {
     env: Arc<Vec<(String, String)>>,
     workdir: PathBuf,
     attach: Option<Attach>,
+    /// The run's process, leader of its process group (for the resource metrics).
+    pid: Option<u32>,
+    started_at: Timestamp,
     /// Closed when the run stops.
     running: watch::Receiver<()>,
+}
+
+/// A running container as the resource metrics see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningContainer {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    /// The leader of the run's process group.
+    pub pid: u32,
+    pub started_at: Timestamp,
 }
 
 /// A running container an exec may go into.
@@ -118,8 +133,9 @@ impl Registry {
         }
     }
 
-    /// A container run of pod `pod_uid` started with `env` in `workdir`; it can be exec'd into
-    /// (and attached to, with `attach`) until the returned value is dropped.
+    /// A container run of pod `pod_uid` started at `started_at` with `env` in `workdir`, as
+    /// process `pid` (the leader of its group); it can be exec'd into (and attached to, with
+    /// `attach`) until the returned value is dropped.
     #[allow(clippy::too_many_arguments)]
     pub fn publish(
         &self,
@@ -130,6 +146,8 @@ impl Registry {
         env: Arc<Vec<(String, String)>>,
         workdir: PathBuf,
         attach: Option<Attach>,
+        pid: Option<u32>,
+        started_at: Timestamp,
     ) -> Published {
         let (tx, rx) = watch::channel(());
         let key = format!("{namespace}/{pod}/{container}");
@@ -144,6 +162,8 @@ impl Registry {
                 env,
                 workdir,
                 attach,
+                pid,
+                started_at,
                 running: rx,
             },
         );
@@ -154,6 +174,28 @@ impl Registry {
             id,
             _running: tx,
         }
+    }
+
+    /// The running containers that are host processes, in no particular order.
+    pub fn running(&self) -> Vec<RunningContainer> {
+        let inner = self.lock();
+        inner
+            .containers
+            .iter()
+            .filter_map(|(key, e)| {
+                // Namespace and pod names are DNS names and container names DNS labels: none
+                // holds a `/`.
+                let mut parts = key.splitn(3, '/');
+                let (namespace, pod, container) = (parts.next()?, parts.next()?, parts.next()?);
+                Some(RunningContainer {
+                    namespace: namespace.to_string(),
+                    pod: pod.to_string(),
+                    container: container.to_string(),
+                    pid: e.pid?,
+                    started_at: e.started_at,
+                })
+            })
+            .collect()
     }
 
     /// The running container `container` of pod `namespace/pod` (of UID `uid`, when given:
@@ -201,7 +243,18 @@ mod tests {
             Missing::Container
         );
         let env = Arc::new(vec![("A".to_string(), "1".to_string())]);
-        let run = r.publish("ns", "p", "u1", "c", env, "/w".into(), None);
+        let at = Timestamp::now();
+        let run = r.publish("ns", "p", "u1", "c", env, "/w".into(), None, Some(7), at);
+        assert_eq!(
+            r.running(),
+            [RunningContainer {
+                namespace: "ns".into(),
+                pod: "p".into(),
+                container: "c".into(),
+                pid: 7,
+                started_at: at,
+            }]
+        );
         let t = r.find("ns", "p", None, "c").unwrap();
         assert_eq!(t.env[0].1, "1");
         assert_eq!(t.workdir, PathBuf::from("/w"));
@@ -219,7 +272,11 @@ mod tests {
             Arc::new(Vec::new()),
             "/x".into(),
             None,
+            None,
+            at,
         );
+        // Not a host process: nothing to measure.
+        assert!(r.running().is_empty());
         let running = t.running.clone();
         drop(run);
         assert!(
@@ -246,6 +303,8 @@ mod tests {
             Arc::new(Vec::new()),
             "/y".into(),
             None,
+            Some(8),
+            at,
         );
         assert!(r.find("ns", "p", None, "c").is_ok());
         r.pod_gone("u2");
