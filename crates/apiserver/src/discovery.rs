@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::resources::{GROUPS, RESOURCES, Resource};
-use crate::{authentication, authorization};
+use crate::{authentication, authorization, metrics_api};
 
 /// The Kubernetes release whose API kbatch serves.
 pub const MAJOR: &str = "1";
@@ -46,14 +46,27 @@ fn group_entry(group: &str, version: &str) -> Value {
     json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
-pub fn api_group_list() -> Value {
-    let groups: Vec<Value> = GROUPS.iter().map(|(g, v)| group_entry(g, v)).collect();
+/// The served groups and their versions: metrics.k8s.io last (`metrics`: when served), where
+/// kube-apiserver lists an aggregated API of metrics-server's low group priority.
+fn served_groups(metrics: bool) -> Vec<(&'static str, &'static str)> {
+    let mut groups = GROUPS.to_vec();
+    if metrics {
+        groups.push((metrics_api::GROUP, metrics_api::VERSION));
+    }
+    groups
+}
+
+pub fn api_group_list(metrics: bool) -> Value {
+    let groups: Vec<Value> = served_groups(metrics)
+        .iter()
+        .map(|(g, v)| group_entry(g, v))
+        .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-pub fn api_group(group: &str) -> Result<Value, ApiError> {
-    let (g, v) = GROUPS
-        .iter()
+pub fn api_group(group: &str, metrics: bool) -> Result<Value, ApiError> {
+    let (g, v) = served_groups(metrics)
+        .into_iter()
         .find(|(g, _)| *g == group)
         .ok_or_else(ApiError::no_route)?;
     let mut e = group_entry(g, v);
@@ -116,18 +129,24 @@ fn review_entry(r: &ReviewNames) -> Value {
         "kind": r.kind_name, "verbs": authorization::VERBS})
 }
 
-pub fn api_resource_list(group: &str, version: &str) -> Result<Value, ApiError> {
+pub fn api_resource_list(group: &str, version: &str, metrics: bool) -> Result<Value, ApiError> {
     let served = group.is_empty() && version == "v1"
-        || GROUPS.iter().any(|(g, v)| *g == group && *v == version);
+        || served_groups(metrics)
+            .iter()
+            .any(|(g, v)| *g == group && *v == version);
     if !served {
         return Err(ApiError::no_route());
     }
-    let resources: Vec<Value> = RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-        .flat_map(resource_entries)
-        .chain(reviews_of(group, version).into_iter().map(review_entry))
-        .collect();
+    let resources: Vec<Value> = if group == metrics_api::GROUP {
+        metrics_api::resource_entries()
+    } else {
+        RESOURCES
+            .iter()
+            .filter(|r| r.group == group && r.version == version)
+            .flat_map(resource_entries)
+            .chain(reviews_of(group, version).into_iter().map(review_entry))
+            .collect()
+    };
     let gv = if group.is_empty() {
         version.to_string()
     } else {
@@ -210,21 +229,25 @@ fn aggregated_review(r: &ReviewNames) -> Value {
 }
 
 /// `APIGroupDiscoveryList` for `/api` (legacy_root) or `/apis`.
-pub fn aggregated(version: &str, legacy_root: bool) -> Value {
+pub fn aggregated(version: &str, legacy_root: bool, metrics: bool) -> Value {
     let groups: Vec<(&str, &str)> = if legacy_root {
         vec![("", "v1")]
     } else {
-        GROUPS.to_vec()
+        served_groups(metrics)
     };
     let items: Vec<Value> = groups
         .iter()
         .map(|(g, v)| {
-            let resources: Vec<Value> = RESOURCES
-                .iter()
-                .filter(|r| r.group == *g && r.version == *v)
-                .map(aggregated_resource)
-                .chain(reviews_of(g, v).into_iter().map(aggregated_review))
-                .collect();
+            let resources: Vec<Value> = if *g == metrics_api::GROUP {
+                metrics_api::aggregated_entries()
+            } else {
+                RESOURCES
+                    .iter()
+                    .filter(|r| r.group == *g && r.version == *v)
+                    .map(aggregated_resource)
+                    .chain(reviews_of(g, v).into_iter().map(aggregated_review))
+                    .collect()
+            };
             json!({
                 "metadata": {"name": g, "creationTimestamp": null},
                 "versions": [{"version": v, "resources": resources, "freshness": "Current"}],
@@ -250,7 +273,7 @@ mod tests {
 
     #[test]
     fn aggregated_documents_list_every_resource() {
-        let core = aggregated("v2", true);
+        let core = aggregated("v2", true, false);
         assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
         let res = &core["items"][0]["versions"][0]["resources"];
         assert!(
@@ -259,7 +282,7 @@ mod tests {
                 .iter()
                 .any(|r| r["resource"] == "pods" && r["shortNames"] == json!(["po"]))
         );
-        let groups = aggregated("v2beta1", false);
+        let groups = aggregated("v2beta1", false, false);
         let names: Vec<&str> = groups["items"]
             .as_array()
             .unwrap()
@@ -299,12 +322,12 @@ mod tests {
 
     #[test]
     fn legacy_documents_list_the_reviews() {
-        let g = api_group("authorization.k8s.io").unwrap();
+        let g = api_group("authorization.k8s.io", false).unwrap();
         assert_eq!(
             g["preferredVersion"]["groupVersion"],
             "authorization.k8s.io/v1"
         );
-        let list = api_resource_list("authorization.k8s.io", "v1").unwrap();
+        let list = api_resource_list("authorization.k8s.io", "v1", false).unwrap();
         let names: Vec<&str> = list["resources"]
             .as_array()
             .unwrap()
@@ -325,7 +348,7 @@ mod tests {
             json!({"name": "selfsubjectrulesreviews", "singularName": "selfsubjectrulesreview",
                 "namespaced": false, "kind": "SelfSubjectRulesReview", "verbs": ["create"]})
         );
-        let list = api_resource_list("authentication.k8s.io", "v1").unwrap();
+        let list = api_resource_list("authentication.k8s.io", "v1", false).unwrap();
         assert_eq!(
             list["resources"],
             json!([

@@ -16,6 +16,7 @@ pub mod gojson;
 pub mod handlers;
 pub mod list_options;
 pub mod logs;
+pub mod metrics_api;
 mod object;
 pub mod openapi;
 pub mod openapi_v2;
@@ -68,6 +69,8 @@ pub struct ServerState {
     /// When set, every request but the health checks and `/version` must carry
     /// `Authorization: Bearer <token>` (served on a non-loopback address).
     bearer_token: std::sync::OnceLock<String>,
+    /// The resource metrics API, once its scraper runs (`kbatch up`).
+    metrics_api: std::sync::OnceLock<Arc<metrics_api::MetricsApi>>,
 }
 
 /// A function that renders metrics in the Prometheus text format.
@@ -86,6 +89,7 @@ impl ServerState {
             metrics: std::sync::OnceLock::new(),
             log_dir: RwLock::new(None),
             bearer_token: std::sync::OnceLock::new(),
+            metrics_api: std::sync::OnceLock::new(),
         })
     }
 
@@ -166,6 +170,22 @@ impl ServerState {
         ttl: std::time::Duration,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(event_ttl::run(self.clone(), ttl))
+    }
+
+    /// Serve metrics.k8s.io from now on, scraping every node's kubelet each `resolution`
+    /// (metrics-server's `--metric-resolution`) until shutdown; once only.
+    pub fn start_metrics_api(
+        self: &Arc<Self>,
+        resolution: std::time::Duration,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let api = Arc::new(metrics_api::MetricsApi::new(resolution));
+        self.metrics_api.set(api.clone()).ok()?;
+        Some(tokio::spawn(metrics_api::scrape::run(self.clone(), api)))
+    }
+
+    /// The metrics API, when it is served.
+    pub fn metrics_api(&self) -> Option<&metrics_api::MetricsApi> {
+        self.metrics_api.get().map(|a| a.as_ref())
     }
 
     /// End every open watch (graceful shutdown).
@@ -336,8 +356,10 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
                 .unwrap_or("");
             match discovery::aggregated_version(accept) {
                 Some(v) if group.is_none() && version.is_none() && method == Method::GET => {
-                    let mut resp =
-                        json_response(StatusCode::OK, &discovery::aggregated(v, legacy_root));
+                    let mut resp = json_response(
+                        StatusCode::OK,
+                        &discovery::aggregated(v, legacy_root, st.metrics_api().is_some()),
+                    );
                     if let Ok(ct) =
                         axum::http::HeaderValue::from_str(&discovery::aggregated_content_type(v))
                     {
@@ -394,6 +416,15 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
             };
             return labels.record_response(resp.unwrap_or_else(error_response), started);
         }
+        Ok(Route::Metrics(t)) => {
+            let Some(api) = st.metrics_api() else {
+                return error_response(ApiError::no_route());
+            };
+            let labels = request_metrics::RequestLabels::metrics_api(&method, &t, &query);
+            let tr = handlers::table_request(&parts.headers, &query);
+            let resp = metrics_api::serve::serve(st, api, &method, &t, &query, tr);
+            return labels.record_response(resp.unwrap_or_else(error_response), started);
+        }
         Ok(Route::Resource(t)) => {
             let started = std::time::Instant::now();
             let labels = request_metrics::RequestLabels::new(
@@ -430,11 +461,12 @@ fn discovery_doc(
             "the server does not allow this method on the requested resource",
         ));
     }
+    let metrics = st.metrics_api().is_some();
     let doc = match (group, version) {
         (None, None) if legacy_root => discovery::api_versions(&st.address),
-        (None, None) => discovery::api_group_list(),
-        (Some(g), None) => discovery::api_group(&g)?,
-        (Some(g), Some(v)) => discovery::api_resource_list(&g, &v)?,
+        (None, None) => discovery::api_group_list(metrics),
+        (Some(g), None) => discovery::api_group(&g, metrics)?,
+        (Some(g), Some(v)) => discovery::api_resource_list(&g, &v, metrics)?,
         (None, Some(_)) => return Err(ApiError::no_route()),
     };
     Ok(json_response(StatusCode::OK, &doc))

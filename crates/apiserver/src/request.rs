@@ -25,6 +25,8 @@ pub enum Route {
     Review(crate::authorization::ReviewTarget),
     /// A create-only review of authentication.k8s.io (not stored).
     AuthenticationReview(&'static crate::authentication::Review),
+    /// A read of metrics.k8s.io (computed from the scraper's points, not stored).
+    Metrics(crate::metrics_api::Target),
     /// `/api`, `/apis`, `/api/v1`, `/apis/<group>`, `/apis/<group>/<version>`.
     Discovery {
         group: Option<String>,
@@ -103,6 +105,13 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
             return Err(ApiError::no_route());
         }
         return crate::authentication::route(rest).map(Route::AuthenticationReview);
+    }
+    if group == crate::metrics_api::GROUP && version == crate::metrics_api::VERSION {
+        // Nothing to watch: metrics-server's storages only get and list.
+        if watch_path {
+            return Err(ApiError::no_route());
+        }
+        return crate::metrics_api::route(rest).map(Route::Metrics);
     }
     let lookup =
         |plural: &str| resources::find(&group, &version, plural).ok_or_else(ApiError::no_route);

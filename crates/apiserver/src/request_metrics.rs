@@ -206,6 +206,33 @@ impl RequestLabels {
         Self::create_only(method, gvr, false, q, content_type)
     }
 
+    /// A metrics.k8s.io read (kube-apiserver counts what it proxies to metrics-server as
+    /// any resource request).
+    pub fn metrics_api(
+        method: &Method,
+        t: &crate::metrics_api::Target,
+        q: &Query,
+    ) -> RequestLabels {
+        let watching = q.get("watch").and_then(crate::request::parse_go_bool) == Some(true);
+        let verb = match (method.as_str(), t.name.is_some()) {
+            ("GET", true) => "GET",
+            ("GET", false) if watching => "WATCH",
+            ("GET", false) => "LIST",
+            _ => non_resource_verb(method, ""),
+        };
+        let scope = scope_of(t.name.is_some(), t.namespace.is_some());
+        RequestLabels {
+            verb,
+            dry_run: dry_run(q),
+            group: crate::metrics_api::GROUP,
+            version: crate::metrics_api::VERSION,
+            resource: t.resource.plural(),
+            subresource: String::new(),
+            scope,
+            component: COMPONENT,
+        }
+    }
+
     /// A create-only resource's collection path (`in_namespace`: the URL names one).
     fn create_only(
         method: &Method,
@@ -222,13 +249,7 @@ impl RequestLabels {
             "DELETE" => "DELETECOLLECTION",
             _ => non_resource_verb(method, content_type),
         };
-        let scope = if method == Method::POST {
-            "resource"
-        } else if in_namespace {
-            "namespace"
-        } else {
-            "cluster"
-        };
+        let scope = scope_of(method == Method::POST, in_namespace);
         RequestLabels {
             verb,
             dry_run: dry_run(q),
@@ -326,6 +347,17 @@ impl Drop for RecordOnDrop {
     fn drop(&mut self) {
         LONGRUNNING_REQUESTS.add(&self.labels.longrunning_values(), -1.0);
         self.labels.record(self.code, self.started);
+    }
+}
+
+/// A request's `scope` label: one object, a namespace's collection, or the cluster's.
+fn scope_of(one_object: bool, in_namespace: bool) -> &'static str {
+    if one_object {
+        "resource"
+    } else if in_namespace {
+        "namespace"
+    } else {
+        "cluster"
     }
 }
 

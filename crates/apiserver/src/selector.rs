@@ -198,6 +198,29 @@ pub struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
     pub fn parse(sel: &str, kind: Kind) -> Result<FieldSelector, ApiError> {
+        Self::parse_with(sel, |key| {
+            supported_field(kind, key)
+                .then_some(())
+                .ok_or_else(|| format!("field label not supported: {key}"))
+        })
+    }
+
+    /// A selector of a kind without field label conversions of its own (an aggregated API's,
+    /// such as metrics.k8s.io): only the object metadata fields, refused with
+    /// apimachinery's `DefaultMetaV1FieldSelectorConversion` message.
+    pub fn parse_object_meta(sel: &str) -> Result<FieldSelector, ApiError> {
+        Self::parse_with(sel, |key| match key {
+            "metadata.name" | "metadata.namespace" => Ok(()),
+            _ => Err(format!(
+                "\"{key}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+            )),
+        })
+    }
+
+    fn parse_with(
+        sel: &str,
+        supported: impl Fn(&str) -> Result<(), String>,
+    ) -> Result<FieldSelector, ApiError> {
         let mut reqs = Vec::new();
         for part in sel.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, eq, value) = if let Some((k, v)) = part.split_once("!=") {
@@ -218,11 +241,7 @@ impl FieldSelector {
                     "invalid selector: '{sel}'; can't understand '{part}'"
                 )));
             }
-            if !supported_field(kind, key) {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {key}"
-                )));
-            }
+            supported(key).map_err(ApiError::bad_request)?;
             reqs.push((key.to_string(), eq, value.trim().to_string()));
         }
         Ok(FieldSelector(reqs))

@@ -40,6 +40,9 @@ pub struct InstanceConfig {
     pub max_pods: usize,
     /// Events are deleted this long after their last write (kube-apiserver's `--event-ttl`).
     pub event_ttl: std::time::Duration,
+    /// Serve metrics.k8s.io, scraping the nodes this often (metrics-server's
+    /// `--metric-resolution`); none: not served.
+    pub metric_resolution: Option<std::time::Duration>,
     pub controllers: ManagerConfig,
 }
 
@@ -59,6 +62,7 @@ pub struct Instance {
     server: JoinHandle<std::io::Result<()>>,
     gc: JoinHandle<()>,
     event_expiry: JoinHandle<()>,
+    metrics_scraper: Option<JoinHandle<()>>,
     stop_controllers: watch::Sender<bool>,
     controllers: JoinHandle<Result<(), kbatch_controllers::manager::ManagerError>>,
     executor: Option<ExecutorTask>,
@@ -146,6 +150,9 @@ impl Instance {
         };
         let gc = state.start_garbage_collector();
         let event_expiry = state.start_event_expiry(cfg.event_ttl);
+        let metrics_scraper = cfg
+            .metric_resolution
+            .and_then(|r| state.start_metrics_api(r));
         state.set_metrics_source(Box::new(|| {
             kbatch_controllers::runtime::metrics::registry().render()
         }));
@@ -179,6 +186,7 @@ impl Instance {
             server,
             gc,
             event_expiry,
+            metrics_scraper,
             stop_controllers,
             controllers,
             executor,
@@ -216,6 +224,9 @@ impl Instance {
         }
         let _ = self.gc.await;
         let _ = self.event_expiry.await;
+        if let Some(scraper) = self.metrics_scraper {
+            let _ = scraper.await;
+        }
         self.store.close().await;
     }
 }

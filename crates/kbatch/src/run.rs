@@ -533,6 +533,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
         watch_history_events: kbatch_store::StoreOptions::default().history_events,
         max_pods: 110,
         event_ttl: crate::instance::DEFAULT_EVENT_TTL,
+        // An ephemeral instance has no `kubectl top` to serve.
+        metric_resolution: None,
         controllers,
     })
     .await?;

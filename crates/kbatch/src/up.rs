@@ -29,6 +29,10 @@ pub struct UpArgs {
     /// duration).
     #[arg(long, default_value = "1h0m0s", value_parser = crate::controllers::go_duration)]
     pub event_ttl: std::time::Duration,
+    /// How often every node's kubelet is scraped for the metrics.k8s.io API that `kubectl
+    /// top` reads (metrics-server's --metric-resolution; a Go duration).
+    #[arg(long, default_value = "15s", value_parser = metric_resolution)]
+    pub metric_resolution: std::time::Duration,
     /// At most this many unfinished pods run on the executor's node at once (kubelet's maxPods).
     #[arg(long, default_value_t = 110)]
     pub max_pods: usize,
@@ -49,6 +53,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         watch_history_events: args.watch_history_events,
         max_pods: args.max_pods,
         event_ttl: args.event_ttl,
+        metric_resolution: Some(args.metric_resolution),
         controllers,
     })
     .await?;
@@ -62,6 +67,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     instance.stop().await;
     Ok(())
+}
+
+/// A positive Go duration (a scrape period of zero would never wait).
+fn metric_resolution(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::controllers::go_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("metric-resolution must be positive, got {s}"));
+    }
+    Ok(d)
 }
 
 pub async fn wait_for_signal() {
