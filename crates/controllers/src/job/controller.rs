@@ -1091,7 +1091,8 @@ fn adopt_patch(job: &Job, pod: &Pod) -> Patch<serde_json::Value> {
     Patch::Strategic(json!({ "metadata": meta }))
 }
 
-/// Release: drop this Job's owner reference.
+/// Release: drop this Job's owner reference and, in the same patch, the tracking finalizer
+/// (upstream's `ReleasePod` with the Job's finalizer, `GenerateDeleteOwnerRefStrategicMergeBytes`).
 fn release_patch(job: &Job, pod: &Pod) -> Patch<serde_json::Value> {
     Patch::Strategic(json!({
         "metadata": {
@@ -1100,6 +1101,7 @@ fn release_patch(job: &Job, pod: &Pod) -> Patch<serde_json::Value> {
                 "uid": job.metadata.uid.clone().unwrap_or_default(),
             }],
             "uid": pods::uid(pod),
+            "$deleteFromPrimitiveList/finalizers": [keys::JOB_TRACKING_FINALIZER],
         }
     }))
 }
@@ -1138,6 +1140,10 @@ mod tests {
             panic!("strategic merge patch expected")
         };
         assert_eq!(v["metadata"]["ownerReferences"][0]["$patch"], "delete");
+        assert_eq!(
+            v["metadata"]["$deleteFromPrimitiveList/finalizers"][0],
+            keys::JOB_TRACKING_FINALIZER
+        );
         let Patch::Strategic(v) = remove_finalizer_patch() else {
             panic!("strategic merge patch expected")
         };
