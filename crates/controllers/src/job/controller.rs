@@ -699,17 +699,34 @@ impl Inner {
             .await;
             for (d, r) in plan.pods_to_delete.iter().zip(results) {
                 match r {
-                    Ok(patched_rv) => {
+                    Ok(Deleted::Done(patched_rv)) => {
                         self.consistency
                             .wrote_for(&job.metadata, PODS, patched_rv.as_deref());
                         self.event(job, JobEvent::pod_deleted(&d.pod.name));
+                    }
+                    // Gone already: its deletion may have been seen before it was expected,
+                    // so it is taken as seen, with no event (upstream's failDelete for
+                    // NotFound, and DeletePod records none).
+                    Ok(Deleted::Gone) => {
+                        if d.expected() {
+                            self.expectations.deletion_observed(key);
+                        }
                     }
                     Err(e) => {
                         if d.expected() {
                             self.expectations.deletion_observed(key);
                         }
-                        self.event(job, JobEvent::pod_delete_failed(&error_text(&e)));
-                        errors.push(format!("deleting pod {}: {}", d.pod.name, error_text(&e)));
+                        let err = match &e {
+                            // The finalizer patch failed: upstream's PatchPod records no event.
+                            DeleteError::Patch(e) => {
+                                format!("removing completion finalizer: {}", error_text(e))
+                            }
+                            DeleteError::Delete(e) => {
+                                self.event(job, JobEvent::pod_delete_failed(&error_text(e)));
+                                error_text(e)
+                            }
+                        };
+                        errors.push(format!("deleting pod {}: {err}", d.pod.name));
                         failed.deletes.insert(d.pod.uid.clone());
                     }
                 }
@@ -774,7 +791,7 @@ impl Inner {
         &self,
         api: &Api<Pod>,
         d: &PodDeletion,
-    ) -> Result<Option<String>, kube::Error> {
+    ) -> Result<Deleted, DeleteError> {
         let mut patched_rv = None;
         if d.remove_finalizer_first() {
             match writes::patch_named(
@@ -786,8 +803,8 @@ impl Inner {
             .await
             {
                 Ok(w) => patched_rv = w.resource_version,
-                Err(e) if is_not_found(&e) => return Ok(None),
-                Err(e) => return Err(e),
+                Err(e) if is_not_found(&e) => return Ok(Deleted::Gone),
+                Err(e) => return Err(DeleteError::Patch(e)),
             }
         }
         let dp = DeleteParams {
@@ -798,9 +815,9 @@ impl Inner {
             ..DeleteParams::default()
         };
         match api.delete(&d.pod.name, &dp).await {
-            Ok(_) => Ok(patched_rv),
-            Err(e) if is_not_found(&e) => Ok(patched_rv),
-            Err(e) => Err(e),
+            Ok(_) => Ok(Deleted::Done(patched_rv)),
+            Err(e) if is_not_found(&e) => Ok(Deleted::Gone),
+            Err(e) => Err(DeleteError::Delete(e)),
         }
     }
 
@@ -1089,6 +1106,22 @@ fn adopt_patch(job: &Job, pod: &Pod) -> Patch<serde_json::Value> {
         meta["finalizers"] = json!([keys::JOB_TRACKING_FINALIZER]);
     }
     Patch::Strategic(json!({ "metadata": meta }))
+}
+
+/// A planned pod deletion that went through.
+enum Deleted {
+    /// Deleted (the resourceVersion of the finalizer patch before it, if any).
+    Done(Option<String>),
+    /// The pod was gone already.
+    Gone,
+}
+
+/// Which write of a pod deletion failed.
+enum DeleteError {
+    /// The tracking finalizer's removal before the delete.
+    Patch(kube::Error),
+    /// The delete itself.
+    Delete(kube::Error),
 }
 
 /// Release: drop this Job's owner reference and, in the same patch, the tracking finalizer
