@@ -737,7 +737,7 @@ impl Inner {
         if n > 0 {
             self.expectations
                 .expect_creations(key, i64::try_from(n).unwrap_or(i64::MAX));
-            let reason = creation_reason(job);
+            let reason = plan.creation_reason;
             let mut next = 0;
             let mut stop = false;
             for batch in slow_start_batches(n) {
@@ -1008,21 +1008,6 @@ impl Inner {
     }
 }
 
-/// The `job_pods_creation_total` reason of this Job's new pods.
-fn creation_reason(job: &Job) -> &'static str {
-    let failed_before = job
-        .status
-        .as_ref()
-        .is_some_and(|s| s.failed.unwrap_or(0) > 0 || s.terminating.unwrap_or(0) > 0);
-    if !failed_before {
-        "new"
-    } else if job.spec.as_ref().is_some_and(super::only_replace_failed) {
-        "recreate_failed"
-    } else {
-        "recreate_terminating_or_failed"
-    }
-}
-
 /// The metrics of what a status write finished, as upstream's `recordJobPodFinished` and
 /// `recordJobFinished`: an Indexed Job's succeeded pods are its newly completed indexes
 /// (within `completions`, which may have been scaled down), also counted as finished
@@ -1143,21 +1128,6 @@ fn release_patch(job: &Job, pod: &Pod) -> Patch<serde_json::Value> {
 mod tests {
     use super::*;
     use crate::job::testutil::*;
-
-    #[test]
-    fn creation_reason_follows_the_replacement_policy() {
-        let mut job = job_nonindexed(1, Some(1), 6);
-        assert_eq!(creation_reason(&job), "new");
-        job.status = Some(JobStatus {
-            failed: Some(1),
-            ..JobStatus::default()
-        });
-        assert_eq!(creation_reason(&job), "recreate_terminating_or_failed");
-        if let Some(spec) = job.spec.as_mut() {
-            spec.pod_replacement_policy = Some("Failed".into());
-        }
-        assert_eq!(creation_reason(&job), "recreate_failed");
-    }
 
     #[test]
     fn patches_are_upstream_shaped() {

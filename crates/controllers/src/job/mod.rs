@@ -227,6 +227,9 @@ pub struct Plan {
     /// The `action` label of `job_controller_job_syncs_total` for this sync, as upstream's
     /// `syncJob` decides it (`None` for a skipped sync, which upstream does not count).
     pub action: Option<&'static str>,
+    /// The `reason` label of `job_controller_job_pods_creation_total` for the pods this sync
+    /// creates (upstream's `recordJobPodsCreationTotal`, from this sync's counts).
+    pub creation_reason: &'static str,
     /// The failed pods this sync accounts for, per the action of the pod failure policy rule
     /// each matched (`job_controller_pod_failures_handled_by_failure_policy_total`).
     pub failure_policy_actions: BTreeMap<&'static str, u32>,
@@ -245,6 +248,7 @@ impl Plan {
             requeue_after: None,
             backoff: ctx.backoff.clone(),
             action: None,
+            creation_reason: "new",
             failure_policy_actions: BTreeMap::new(),
             tracking: None,
         }
@@ -821,8 +825,22 @@ pub fn sync_refs(job: &Job, pods: &[&Pod], now: Timestamp, ctx: &SyncContext) ->
         requeue_after: st.requeue_after,
         backoff: st.backoff,
         action: Some(action),
+        creation_reason: creation_reason(spec, failed, terminating),
         failure_policy_actions,
         tracking: Some(tracking),
+    }
+}
+
+/// The `job_pods_creation_total` reason, as upstream's `recordJobPodsCreationTotal`: from the
+/// failures this sync knows of (counted before, uncounted and new) and the pods terminating
+/// when it started.
+fn creation_reason(spec: &JobSpec, failed: i32, terminating: i32) -> &'static str {
+    if spec.pod_replacement_policy.as_deref() == Some("Failed") && failed > 0 {
+        "recreate_failed"
+    } else if failed > 0 || terminating > 0 {
+        "recreate_terminating_or_failed"
+    } else {
+        "new"
     }
 }
 

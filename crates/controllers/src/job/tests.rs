@@ -3273,3 +3273,37 @@ fn sync_metrics_action() {
     });
     assert_eq!(action(&done, &[], &ctx), None);
 }
+
+/// The `reason` of `job_pods_creation_total`, from this sync's counts: a failure first seen
+/// in the same sync, or a pod terminating, makes the replacements `recreate_*`.
+#[test]
+fn creation_reason_counts_this_syncs_failures() {
+    let ctx = SyncContext::default();
+    let job = job_nonindexed(2, Some(4), 6);
+    let plan = sync(&job, &running(1), now(), &ctx);
+    assert_eq!(
+        (plan.pods_to_create.len(), plan.creation_reason),
+        (1, "new")
+    );
+    // A failure seen first in this sync (the status has none yet); no back-off here.
+    let mut pods = failed(1);
+    pods.extend(running(1));
+    let plan = sync(&job, &pods, now(), &ctx);
+    assert_eq!(plan.creation_reason, "recreate_terminating_or_failed");
+    // A failure counted before.
+    let counted = with_status(job.clone(), |s| s.failed = Some(1));
+    let plan = sync(&counted, &running(1), now(), &ctx);
+    assert_eq!(plan.creation_reason, "recreate_terminating_or_failed");
+    // A terminating pod, with the default replacement policy.
+    let mut pods = terminating(1);
+    pods.extend(running(1));
+    let plan = sync(&job, &pods, now(), &ctx);
+    assert_eq!(plan.creation_reason, "recreate_terminating_or_failed");
+    // podReplacementPolicy Failed: failures make it recreate_failed.
+    let mut only_failed = counted;
+    if let Some(spec) = only_failed.spec.as_mut() {
+        spec.pod_replacement_policy = Some("Failed".into());
+    }
+    let plan = sync(&only_failed, &running(1), now(), &ctx);
+    assert_eq!(plan.creation_reason, "recreate_failed");
+}
