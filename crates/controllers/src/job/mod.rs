@@ -1081,11 +1081,17 @@ fn delayed_deletions<'a>(
         if succeeded.has(ix) || failed.has(ix) || active_ix.contains(&ix) {
             continue;
         }
+        // As upstream's getPodsWithDelayedDeletionPerIndex: the pod with the highest absolute
+        // failure count (counted and ignored), the latest to finish among equals.
+        let absolute = |p: &Pod| {
+            pod_failure_policy::index_failure_count(p)
+                .saturating_add(pod_failure_policy::index_ignored_failure_count(p))
+        };
         let replace = match out.get(&ix) {
             None => true,
             Some(prev) => {
-                pod_failure_policy::new_index_failure_counts(job, Some(prev)).0
-                    <= pod_failure_policy::new_index_failure_counts(job, Some(p)).0
+                absolute(prev) <= absolute(p)
+                    && backoff::finish_time(p) >= backoff::finish_time(prev)
             }
         };
         if replace {

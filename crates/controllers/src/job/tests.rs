@@ -3307,3 +3307,35 @@ fn creation_reason_counts_this_syncs_failures() {
     let plan = sync(&only_failed, &running(1), now(), &ctx);
     assert_eq!(plan.creation_reason, "recreate_failed");
 }
+
+/// With several failed pods of one index still holding their finalizer, the replacement
+/// follows the one upstream's getPodsWithDelayedDeletionPerIndex keeps: the highest absolute
+/// failure count (counted plus ignored), the latest to finish among equals.
+#[test]
+fn delayed_deletion_keeps_the_highest_absolute_failure_count() {
+    let job = blpi(job_indexed(1, 1, 6), 5);
+    let recently = now()
+        .checked_sub(SignedDuration::from_secs(60))
+        .unwrap_or(now());
+    let earlier = with_failure_count(with_index(pod_finished_at("Failed", long_ago()), "0"), 1);
+    let mut later = with_failure_count(with_index(pod_finished_at("Failed", recently), "0"), 0);
+    annotate(
+        &mut later,
+        keys::JOB_INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
+        "2",
+    );
+    let plan = sync(&job, &[earlier, later], now(), &SyncContext::default());
+    assert_eq!(created_indexes(&plan), vec![0]);
+    let ann = plan.pods_to_create[0]
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default();
+    let get = |k: &str| ann.get(k).map(String::as_str);
+    // The later pod (absolute count 2) is the one replaced: its counts plus this failure.
+    assert_eq!(get(keys::JOB_INDEX_FAILURE_COUNT_ANNOTATION), Some("1"));
+    assert_eq!(
+        get(keys::JOB_INDEX_IGNORED_FAILURE_COUNT_ANNOTATION),
+        Some("2")
+    );
+}
