@@ -254,11 +254,25 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Stops the server as a user would (SIGTERM), so that its executor stops the pods'
+    /// processes: a SIGKILL would leave them running (a busy loop would burn a core for the
+    /// rest of the run). SIGKILL only if it has not stopped by the deadline.
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_ok() {
+            let deadline = Instant::now() + STOP_DEADLINE;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
