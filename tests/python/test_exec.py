@@ -58,3 +58,45 @@ def test_exec_output_exit_code_and_stdin(kbatch, tmp_path):
     assert resp.read_stdout() == "typed line\n"
     assert resp.returncode == 0
     resp.close()
+
+
+@pytest.mark.parametrize("kbatch", [EXECUTOR], indirect=True)
+def test_ephemeral_container_runs_beside_the_pod(kbatch, tmp_path):
+    """What `kubectl debug` does, from the Python client: an ephemeral container added
+    through `pods/ephemeralcontainers` runs once, with its output in its log, and leaves the
+    pod's own container alone; an existing one may not be changed."""
+    from kubernetes.client.rest import ApiException
+
+    core = kbatch.core()
+    running_pod(core, "py-debug", tmp_path)
+    patched = core.patch_namespaced_pod_ephemeralcontainers("py-debug", NS, {
+        "spec": {"ephemeralContainers": [{
+            "name": "debugger", "image": "busybox",
+            "command": ["sh", "-c", "echo debugging from python"]}]},
+    })
+    assert [c.name for c in patched.spec.ephemeral_containers] == ["debugger"]
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        pod = core.read_namespaced_pod("py-debug", NS)
+        statuses = pod.status.ephemeral_container_statuses or []
+        if statuses and statuses[0].state.terminated is not None:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the debugger never ended:\n{kbatch.logs()}")
+    ended = statuses[0].state.terminated
+    assert (ended.exit_code, ended.reason) == (0, "Completed")
+    assert statuses[0].restart_count == 0
+    assert pod.status.phase == "Running"
+    assert pod.status.container_statuses[0].state.running is not None
+
+    log = core.read_namespaced_pod_log("py-debug", NS, container="debugger")
+    assert log == "debugging from python\n"
+
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_pod_ephemeralcontainers("py-debug", NS, {
+            "spec": {"ephemeralContainers": [{"name": "debugger", "command": ["true"]}]},
+        })
+    assert err.value.status == 422
+    assert "may not be changed" in err.value.body
