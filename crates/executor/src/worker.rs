@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use jiff::Timestamp;
 use kbatch_api::k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, EphemeralContainer, Pod, PodStatus,
+    Container, ContainerStatus, EphemeralContainer, Pod, PodSpec, PodStatus,
 };
 use kbatch_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kbatch_api::podlog;
@@ -601,11 +601,7 @@ impl Worker {
             .clone()
             .unwrap_or_else(|| "Always".to_string());
         let inits = spec.init_containers.clone().unwrap_or_default();
-        let waiting_reason = if inits.is_empty() {
-            "ContainerCreating"
-        } else {
-            "PodInitializing"
-        };
+        let waiting_reason = waiting_reason(&spec);
         let mut config_error = false;
         let all = inits
             .iter()
@@ -614,22 +610,15 @@ impl Worker {
         for (init, c) in all {
             let sidecar = init && c.restart_policy.as_deref() == Some("Always");
             let process = self.config().runtime == RuntimeKind::Process;
-            let env_objects = process && crate::env::needs_objects(c);
-            let plan = match self.config().runtime {
-                // Its env is built once its objects are read; only a missing command is
-                // known now.
-                RuntimeKind::Process if env_objects => match crate::env::command_error(c) {
-                    Some(e) => Err(e),
-                    None => Ok(None),
-                },
-                RuntimeKind::Process => {
-                    crate::env::launch(&pod, c, &self.ctx.allocatable, &Default::default())
-                        .map(|launch| Some(self.process_plan(c, launch)))
+            let (plan, env_objects) = self.first_plan(&pod, c, || {
+                if sidecar {
+                    Ok(crate::simulate::sidecar_plan())
+                } else if init {
+                    Ok(crate::simulate::init_plan())
+                } else {
+                    crate::simulate::plan(&pod)
                 }
-                RuntimeKind::Simulate if sidecar => Ok(Some(crate::simulate::sidecar_plan())),
-                RuntimeKind::Simulate if init => Ok(Some(crate::simulate::init_plan())),
-                RuntimeKind::Simulate => crate::simulate::plan(&pod).map(Some),
-            };
+            });
             let mut record =
                 ContainerRecord::new(&c.name, c.image.as_deref().unwrap_or(""), waiting_reason);
             record.init = init;
@@ -731,6 +720,28 @@ impl Worker {
         list.iter().find(|c| c.name == name).map(Cow::Borrowed)
     }
 
+    /// The first plan of container `c`, and whether its env reads ConfigMaps or Secrets: then
+    /// its env is built once they are read, and only a missing command is known now.
+    /// `simulated` gives the simulate runtime's plan.
+    fn first_plan(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        simulated: impl FnOnce() -> Result<Plan, crate::env::ConfigError>,
+    ) -> (Result<Option<Plan>, crate::env::ConfigError>, bool) {
+        match self.config().runtime {
+            RuntimeKind::Process if crate::env::needs_objects(c) => {
+                (crate::env::command_error(c).map_or(Ok(None), Err), true)
+            }
+            RuntimeKind::Process => {
+                let plan = crate::env::launch(pod, c, &self.ctx.allocatable, &Default::default())
+                    .map(|launch| Some(self.process_plan(c, launch)));
+                (plan, false)
+            }
+            RuntimeKind::Simulate => (simulated().map(Some), false),
+        }
+    }
+
     /// Give each ephemeral container new in the spec a slot, waiting to start (kubelet lists
     /// every one in the status, with its default waiting reason, until it runs). Slots are only
     /// added at the end: the indices pending runs hold stay valid.
@@ -742,30 +753,14 @@ impl Worker {
         let Some(spec) = pod.spec.as_ref() else {
             return;
         };
-        let waiting_reason = if spec.init_containers.as_ref().is_some_and(|l| !l.is_empty()) {
-            "PodInitializing"
-        } else {
-            "ContainerCreating"
-        };
+        let waiting_reason = waiting_reason(spec);
         for ec in spec.ephemeral_containers.iter().flatten() {
             // Names are unique among all of a pod's containers (logs and exec go by name).
             if self.slots.iter().any(|s| s.record.name == ec.name) {
                 continue;
             }
             let c = ephemeral_as_container(ec);
-            let env_objects =
-                self.config().runtime == RuntimeKind::Process && crate::env::needs_objects(&c);
-            let plan = match self.config().runtime {
-                RuntimeKind::Process if env_objects => match crate::env::command_error(&c) {
-                    Some(e) => Err(e),
-                    None => Ok(None),
-                },
-                RuntimeKind::Process => {
-                    crate::env::launch(&pod, &c, &self.ctx.allocatable, &Default::default())
-                        .map(|launch| Some(self.process_plan(&c, launch)))
-                }
-                RuntimeKind::Simulate => crate::simulate::plan(&pod).map(Some),
-            };
+            let (plan, env_objects) = self.first_plan(&pod, &c, || crate::simulate::plan(&pod));
             let mut record =
                 ContainerRecord::new(&c.name, c.image.as_deref().unwrap_or(""), waiting_reason);
             let plan = match plan {
@@ -1863,6 +1858,16 @@ async fn sleep_until(t: Option<Instant>) {
     match t {
         Some(t) => tokio::time::sleep_until(t).await,
         None => futures::future::pending().await,
+    }
+}
+
+/// kubelet's waiting reason for a container that has not started: `PodInitializing` in a pod
+/// with init containers, `ContainerCreating` otherwise.
+fn waiting_reason(spec: &PodSpec) -> &'static str {
+    if spec.init_containers.as_ref().is_some_and(|l| !l.is_empty()) {
+        "PodInitializing"
+    } else {
+        "ContainerCreating"
     }
 }
 
