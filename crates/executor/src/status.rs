@@ -222,6 +222,15 @@ pub fn phase(view: &PodView, pod_is_terminal: bool) -> &'static str {
     POD_RUNNING
 }
 
+/// Some container of the pod, of any kind, runs.
+fn anything_running(view: &PodView) -> bool {
+    view.init
+        .iter()
+        .chain(&view.main)
+        .chain(&view.ephemeral)
+        .any(|c| matches!(c.state, RunState::Running { .. }))
+}
+
 /// A regular container has run (kubelet's `HasAnyActiveRegularContainerStarted`).
 fn any_main_started(view: &PodView) -> bool {
     view.main
@@ -230,9 +239,15 @@ fn any_main_started(view: &PodView) -> bool {
 }
 
 /// The phase reported: a finished pod is Succeeded or Failed, whatever its containers say.
+/// An unfinished one is never reported terminal while something of it still runs (an
+/// ephemeral container, which `getPhase` ignores, being stopped): kubelet's status manager
+/// keeps the old phase then (`mergePodStatus`, `couldHaveRunningContainers`).
 pub fn reported_phase(view: &PodView) -> &'static str {
     match &view.finish {
-        None => phase(view, false),
+        None => match phase(view, false) {
+            POD_SUCCEEDED | POD_FAILED if anything_running(view) => POD_RUNNING,
+            p => p,
+        },
         Some(f) if f.failed => POD_FAILED,
         Some(_) => match phase(view, true) {
             POD_SUCCEEDED => POD_SUCCEEDED,
@@ -999,5 +1014,7 @@ mod tests {
         let mut v = view("Never", vec![], vec![rec("main", exited(0))]);
         v.ephemeral = vec![rec("debugger", running())];
         assert_eq!(phase(&v, false), POD_SUCCEEDED);
+        // But the pod is not reported Succeeded until the worker has stopped it.
+        assert_eq!(reported_phase(&v), POD_RUNNING);
     }
 }
