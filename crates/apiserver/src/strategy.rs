@@ -59,7 +59,7 @@ struct Rules<K> {
     ephemeral: Option<SubresourceRules<K>>,
 }
 
-/// A subresource's update preparation and validation.
+/// An update part's preparation and validation.
 type SubresourceRules<K> = (fn(&mut K, &K), fn(&K, &K) -> ErrorList);
 
 fn none<K>(_: &mut K) {}
@@ -400,20 +400,16 @@ impl Strategy {
         part: Part,
         new: &Value,
     ) -> Result<(), ApiError> {
-        let ephemeral = match (part, rules.ephemeral) {
-            (Part::EphemeralContainers, None) => {
-                return Err(ApiError::method_not_allowed(
+        let (prepare, validate): SubresourceRules<K> = match part {
+            Part::Main => (rules.prepare_update, rules.validate_update),
+            Part::Status => (rules.prepare_status, rules.validate_status),
+            Part::EphemeralContainers => rules.ephemeral.ok_or_else(|| {
+                ApiError::method_not_allowed(
                     "the server does not allow this method on the requested resource",
-                ));
-            }
-            (_, e) => e,
+                )
+            })?,
         };
-        match (part, ephemeral) {
-            (Part::Main, _) => (rules.prepare_update)(k, o),
-            (Part::Status, _) => (rules.prepare_status)(k, o),
-            (Part::EphemeralContainers, Some((prepare, _))) => prepare(k, o),
-            (Part::EphemeralContainers, None) => {}
-        }
+        prepare(k, o);
         // As upstream's BeforeUpdate, after the kind's preparation (the pod status strategy
         // clears it): an update never removes or changes a deletion timestamp or grace period.
         let (old_meta, meta) = (o.metadata(), k.metadata_mut());
@@ -425,12 +421,7 @@ impl Strategy {
         {
             meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds;
         }
-        let errs = match (part, ephemeral) {
-            (Part::Main, _) => (rules.validate_update)(k, o),
-            (Part::Status, _) => (rules.validate_status)(k, o),
-            (Part::EphemeralContainers, Some((_, validate))) => validate(k, o),
-            (Part::EphemeralContainers, None) => Vec::new(),
-        };
+        let errs = validate(k, o);
         if !errs.is_empty() {
             return Err(self.invalid(new, &errs));
         }
