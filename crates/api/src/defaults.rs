@@ -168,7 +168,7 @@ pub fn pod_spec(spec: &mut PodSpec) {
 
 /// An ephemeral container's `EphemeralContainerCommon` as the `Container` it copies (Go
 /// converts one to the other in place), with its `targetContainerName` beside it.
-pub(crate) fn ephemeral_to_container(ec: EphemeralContainer) -> (Container, Option<String>) {
+pub fn ephemeral_to_container(ec: EphemeralContainer) -> (Container, Option<String>) {
     let c = Container {
         args: ec.args,
         command: ec.command,

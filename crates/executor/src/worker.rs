@@ -1871,39 +1871,11 @@ fn waiting_reason(spec: &PodSpec) -> &'static str {
     }
 }
 
-/// The container an ephemeral container describes (upstream converts its common part to a
-/// `Container` the same way): what its env, command and streams are built from. The target
-/// container names a process namespace to share, which host processes have no use for. Every
-/// field is named, so that a field a new API version adds is a decision, not an omission.
+/// The container an ephemeral container describes: what its env, command and streams are
+/// built from. Its target container names a process namespace to share, which host
+/// processes have no use for.
 fn ephemeral_as_container(ec: &EphemeralContainer) -> Container {
-    let ec = ec.clone();
-    Container {
-        name: ec.name,
-        image: ec.image,
-        image_pull_policy: ec.image_pull_policy,
-        command: ec.command,
-        args: ec.args,
-        env: ec.env,
-        env_from: ec.env_from,
-        working_dir: ec.working_dir,
-        stdin: ec.stdin,
-        stdin_once: ec.stdin_once,
-        tty: ec.tty,
-        resources: ec.resources,
-        resize_policy: ec.resize_policy,
-        restart_policy: ec.restart_policy,
-        restart_policy_rules: ec.restart_policy_rules,
-        security_context: ec.security_context,
-        volume_mounts: ec.volume_mounts,
-        volume_devices: ec.volume_devices,
-        termination_message_path: ec.termination_message_path,
-        termination_message_policy: ec.termination_message_policy,
-        lifecycle: ec.lifecycle,
-        liveness_probe: ec.liveness_probe,
-        readiness_probe: ec.readiness_probe,
-        startup_probe: ec.startup_probe,
-        ports: ec.ports,
-    }
+    kbatch_api::defaults::ephemeral_to_container(ec.clone()).0
 }
 
 /// A container status as written by an earlier run, back into a record.
