@@ -299,3 +299,45 @@ pub(crate) fn name_lower(s: &str) -> String {
         })
         .collect()
 }
+/// Go's `time.Duration.String()` of `nanos`: `1h2m3.5s`, `15.001s`, `500ms`, `0s`.
+pub(crate) fn format_duration(nanos: i64) -> String {
+    if nanos == 0 {
+        return "0s".into();
+    }
+    let neg = nanos < 0;
+    let u = nanos.unsigned_abs();
+    let mut out = String::new();
+    if u < 1_000_000_000 {
+        // Under a second: one unit, with a fraction.
+        let (unit, digits, name) = if u < 1_000 {
+            (1, 0, "ns")
+        } else if u < 1_000_000 {
+            (1_000, 3, "µs")
+        } else {
+            (1_000_000, 6, "ms")
+        };
+        out.push_str(&(u / unit).to_string());
+        out.push_str(&fraction(u % unit, digits));
+        out.push_str(name);
+    } else {
+        let secs = u / 1_000_000_000;
+        let frac = fraction(u % 1_000_000_000, 9);
+        let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+        if h > 0 {
+            out.push_str(&format!("{h}h{m}m"));
+        } else if m > 0 {
+            out.push_str(&format!("{m}m"));
+        }
+        out.push_str(&format!("{s}{frac}s"));
+    }
+    if neg { format!("-{out}") } else { out }
+}
+
+/// `.ddd` of `v` over `digits` places with trailing zeros dropped; empty when zero.
+fn fraction(v: u64, digits: usize) -> String {
+    if digits == 0 || v == 0 {
+        return String::new();
+    }
+    let s = format!("{v:0digits$}");
+    format!(".{}", s.trim_end_matches('0'))
+}

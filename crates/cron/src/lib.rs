@@ -41,6 +41,12 @@ pub fn parse_go_duration(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("negative duration {s:?}"))
 }
 
+/// Go's `time.Duration.String()` of `nanos` (`1h2m3.5s`, `15.001s`, `500ms`, `0s`): how
+/// kubelet words its back-offs and metrics-server its windows.
+pub fn format_go_duration(nanos: i64) -> String {
+    golang::format_duration(nanos)
+}
+
 /// A parse error; its `Display` is robfig's error text, which upstream validation embeds in
 /// `spec.schedule: Invalid value: "<schedule>": <text>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -416,6 +422,21 @@ mod tests;
 mod go_duration_tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn formats_go_durations() {
+        assert_eq!(format_go_duration(0), "0s");
+        assert_eq!(format_go_duration(15_123_000_000), "15.123s");
+        assert_eq!(format_go_duration(15_000_000_000), "15s");
+        assert_eq!(format_go_duration(1_000_123_000), "1.000123s");
+        assert_eq!(format_go_duration(500_000_000), "500ms");
+        assert_eq!(format_go_duration(1_500_000), "1.5ms");
+        assert_eq!(format_go_duration(2_500), "2.5µs");
+        assert_eq!(format_go_duration(999), "999ns");
+        assert_eq!(format_go_duration(61_000_000_000), "1m1s");
+        assert_eq!(format_go_duration(3_600_000_000_000), "1h0m0s");
+        assert_eq!(format_go_duration(-1_500_000_000), "-1.5s");
+    }
 
     #[test]
     fn parses_go_durations() {

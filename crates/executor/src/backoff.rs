@@ -35,14 +35,9 @@ impl CrashBackoff {
     }
 }
 
-/// A whole-second duration as Go prints it (`10s`, `1m20s`, `5m0s`).
+/// A duration as Go prints it (`10s`, `1m20s`, `5m0s`): kubelet's back-off messages.
 pub fn go_string(d: Duration) -> String {
-    let s = d.as_secs();
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, sec) => format!("{sec}s"),
-        (0, m, sec) => format!("{m}m{sec}s"),
-        (h, m, sec) => format!("{h}h{m}m{sec}s"),
-    }
+    kbatch_cron::format_go_duration(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

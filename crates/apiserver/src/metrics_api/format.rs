@@ -1,6 +1,6 @@
 //! The metrics API's values as Go writes them: `resource.Quantity` (metrics-server's CPU in
-//! nanocores at scale -9, DecimalSI; memory in bytes, BinarySI) and `metav1.Duration`
-//! (`time.Duration.String()`).
+//! nanocores at scale -9, DecimalSI; memory in bytes, BinarySI). Durations are
+//! `kbatch_cron::format_go_duration`.
 
 /// CPU usage in nanocores, as metrics-server's `uint64Quantity(v, DecimalSI, -9)` serializes.
 pub fn cpu(nanocores: u64) -> String {
@@ -90,49 +90,6 @@ fn remove_factors(value: i128, base: i128) -> (i128, u32) {
     (if negative { -result } else { result }, times)
 }
 
-/// Go's `time.Duration.String()` of `nanos`: `1h2m3.5s`, `15.001s`, `500ms`, `0s`.
-pub fn go_duration(nanos: i64) -> String {
-    if nanos == 0 {
-        return "0s".into();
-    }
-    let neg = nanos < 0;
-    let u = nanos.unsigned_abs();
-    let mut out = String::new();
-    if u < 1_000_000_000 {
-        // Under a second: one unit, with a fraction.
-        let (unit, digits, name) = if u < 1_000 {
-            (1, 0, "ns")
-        } else if u < 1_000_000 {
-            (1_000, 3, "µs")
-        } else {
-            (1_000_000, 6, "ms")
-        };
-        out.push_str(&(u / unit).to_string());
-        out.push_str(&fraction(u % unit, digits));
-        out.push_str(name);
-    } else {
-        let secs = u / 1_000_000_000;
-        let frac = fraction(u % 1_000_000_000, 9);
-        let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-        if h > 0 {
-            out.push_str(&format!("{h}h{m}m"));
-        } else if m > 0 {
-            out.push_str(&format!("{m}m"));
-        }
-        out.push_str(&format!("{s}{frac}s"));
-    }
-    if neg { format!("-{out}") } else { out }
-}
-
-/// `.ddd` of `v` over `digits` places with trailing zeros dropped; empty when zero.
-fn fraction(v: u64, digits: usize) -> String {
-    if digits == 0 || v == 0 {
-        return String::new();
-    }
-    let s = format!("{v:0digits$}");
-    format!(".{}", s.trim_end_matches('0'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,20 +126,5 @@ mod tests {
         assert_eq!(memory(3 * 1024 * 1024), "3Mi");
         assert_eq!(memory(1_234_567), "1234567");
         assert_eq!(memory(5 << 30), "5Gi");
-    }
-
-    #[test]
-    fn durations_are_gos() {
-        assert_eq!(go_duration(0), "0s");
-        assert_eq!(go_duration(15_123_000_000), "15.123s");
-        assert_eq!(go_duration(15_000_000_000), "15s");
-        assert_eq!(go_duration(1_000_123_000), "1.000123s");
-        assert_eq!(go_duration(500_000_000), "500ms");
-        assert_eq!(go_duration(1_500_000), "1.5ms");
-        assert_eq!(go_duration(2_500), "2.5µs");
-        assert_eq!(go_duration(999), "999ns");
-        assert_eq!(go_duration(61_000_000_000), "1m1s");
-        assert_eq!(go_duration(3_600_000_000_000), "1h0m0s");
-        assert_eq!(go_duration(-1_500_000_000), "-1.5s");
     }
 }

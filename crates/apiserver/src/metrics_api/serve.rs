@@ -104,9 +104,9 @@ fn time_fields(t: Option<TimeInfo>) -> (Option<String>, String) {
                 jiff::Timestamp::from_nanosecond(i128::from(t.timestamp))
                     .unwrap_or(jiff::Timestamp::UNIX_EPOCH),
             )),
-            format::go_duration(t.window),
+            kbatch_cron::format_go_duration(t.window),
         ),
-        None => (None, format::go_duration(0)),
+        None => (None, kbatch_cron::format_go_duration(0)),
     }
 }
 
