@@ -245,7 +245,8 @@ impl Registry {
     }
 }
 
-fn escape(v: &str) -> String {
+/// A label value escaped for the Prometheus text format (backslash, quote, newline).
+pub fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

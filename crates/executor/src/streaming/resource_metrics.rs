@@ -304,7 +304,7 @@ fn write_family(out: &mut String, desc: &Desc, samples: &[Sample<'_>]) {
                 }
                 out.push_str(name);
                 out.push_str("=\"");
-                escape_label_value(out, value);
+                out.push_str(&kbatch_metrics::escape(value));
                 out.push('"');
             }
             out.push('}');
@@ -315,18 +315,6 @@ fn write_family(out: &mut String, desc: &Desc, samples: &[Sample<'_>]) {
             let _ = write!(out, " {ms}");
         }
         out.push('\n');
-    }
-}
-
-/// The text format's label value escapes: backslash, double quote, newline.
-fn escape_label_value(out: &mut String, value: &str) {
-    for ch in value.chars() {
-        match ch {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
     }
 }
 
@@ -532,8 +520,7 @@ resource_scrape_error 1
 
     #[test]
     fn label_values_are_escaped() {
-        let mut out = String::new();
-        escape_label_value(&mut out, "a\\b\"c\nd");
+        let out = kbatch_metrics::escape("a\\b\"c\nd");
         assert_eq!(out, r#"a\\b\"c\nd"#);
     }
 }
