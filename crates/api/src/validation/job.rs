@@ -635,11 +635,13 @@ pub fn job_update(new: &Job, old: &Job) -> ErrorList {
     let old_spec = spec_of(old);
     let new_spec = spec_of(new);
     let old_labels = template_labels(&old_spec);
+    // Both KEP-5440 relaxations hold for the same Jobs.
+    let safe = safely_suspended(&old_spec, &status_of(old));
     let opts = JobOpts {
         require_prefixed_labels: old_labels.contains_key(keys::JOB_NAME_LABEL)
             && old_labels.contains_key(keys::CONTROLLER_UID_LABEL),
-        allow_mutable_scheduling_directives: safely_suspended(&old_spec, &status_of(old)),
-        allow_mutable_pod_resources: safely_suspended(&old_spec, &status_of(old)),
+        allow_mutable_scheduling_directives: safe,
+        allow_mutable_pod_resources: safe,
     };
     let mut errs = validate_job(new, opts);
     errs.extend(object_meta_update(&new.metadata, &old.metadata));
