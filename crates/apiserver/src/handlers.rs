@@ -186,7 +186,7 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> 
 fn decode_yaml(body: &[u8]) -> Result<Value, ApiError> {
     let text = std::str::from_utf8(body)
         .map_err(|_| ApiError::bad_request("error decoding request body as YAML: not UTF-8"))?;
-    let v: Value = serde_saphyr::from_str(text)
+    let v: Value = crate::yaml::from_str(text)
         .map_err(|e| ApiError::bad_request(format!("error decoding request body as YAML: {e}")))?;
     if !v.is_object() {
         return Err(ApiError::bad_request("the request body must be an object"));

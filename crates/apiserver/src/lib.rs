@@ -31,6 +31,7 @@ pub mod storage_metrics;
 pub mod strategy;
 pub mod table;
 pub mod watch;
+pub mod yaml;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -192,6 +192,16 @@ pub fn needs_objects(container: &Container) -> bool {
 /// Read the objects `container`'s env refers to, through the API, in `namespace`.
 pub async fn fetch(client: &kube::Client, namespace: &str, container: &Container) -> Objects {
     let (config_maps, secrets) = references(container);
+    fetch_named(client, namespace, config_maps, secrets).await
+}
+
+/// Read the named ConfigMaps and Secrets through the API, in `namespace`.
+pub async fn fetch_named(
+    client: &kube::Client,
+    namespace: &str,
+    config_maps: Vec<String>,
+    secrets: Vec<String>,
+) -> Objects {
     let mut objects = Objects::default();
     let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     for name in config_maps {

@@ -174,6 +174,12 @@ impl NodeEvents {
         );
     }
 
+    /// A volume of the pod that could not be set up (`FailedMount`, about the pod).
+    pub fn failed_mount(&self, pod: &PodRef, message: &str) {
+        self.kubelet
+            .warning(pod.object(None), "FailedMount", message);
+    }
+
     /// A container that could not be created or started.
     pub fn failed(&self, pod: &PodRef, container: &str, list: List, message: &str) {
         self.kubelet.warning(

@@ -141,9 +141,15 @@ pub async fn run(
                 failed.error.unwrap_or(failed.output)
             )),
         },
-        Hook::Run(Action::Exec { argv, env, workdir }) => {
+        Hook::Run(Action::Exec {
+            argv,
+            env,
+            workdir,
+            container_pid,
+        }) => {
             let command = argv.join(" ");
-            let (error, output) = match run::exec(&argv, &env, &workdir, limit_or_none).await {
+            let ran = run::exec(&argv, &env, &workdir, container_pid, limit_or_none).await;
+            let (error, output) = match ran {
                 ExecEnd::Exited { code: 0, .. } => return Ok(()),
                 // CRI's ExecSync error for a non-zero exit, then stdout and stderr together.
                 ExecEnd::Exited {

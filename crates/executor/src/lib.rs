@@ -27,6 +27,7 @@ pub mod state;
 mod status;
 pub mod streaming;
 mod usage;
+pub mod volume;
 mod worker;
 
 use std::path::PathBuf;

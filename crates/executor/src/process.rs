@@ -24,6 +24,7 @@ use crate::env::Launch;
 use crate::logs::LogFile;
 use crate::pty;
 use crate::runtime::{Exit, Started, StopSignal};
+use crate::volume::mount::{self, Mount, MountPoints, Prepared};
 
 /// A container's `stdin`, `stdinOnce` and `tty`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,23 +97,42 @@ pub(crate) fn start_error(program: &str, e: &std::io::Error) -> String {
     }
 }
 
+/// Start a run of `launch` in `workdir`, its output to `log_file`; with `mounts`, in a mount
+/// namespace of its own where they are in place.
 pub fn start(
     launch: &Launch,
     workdir: &Path,
     log_file: PathBuf,
     io: ContainerIo,
+    mounts: &[Mount],
 ) -> Result<Started, String> {
     let Some((program, args)) = launch.argv.split_first() else {
         return Err("no command to run".to_string());
     };
-    std::fs::create_dir_all(workdir)
-        .map_err(|e| format!("creating the working directory {}: {e}", workdir.display()))?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(workdir)
         .kill_on_drop(false);
+    // Held until the run ends: the mount points it needed stay until then.
+    let mut prepared = None;
+    if mounts.is_empty() {
+        std::fs::create_dir_all(workdir)
+            .map_err(|e| format!("creating the working directory {}: {e}", workdir.display()))?;
+        cmd.current_dir(workdir);
+    } else {
+        mount::namespaces_available()?;
+        // The working directory may be inside a mount: it is entered once they are in place
+        // (the host's may not exist).
+        let p = Arc::new(Prepared::new(mounts, workdir, MountPoints::global())?);
+        let in_child = p.clone();
+        // SAFETY: `enter` runs in the child between fork and exec and only makes system
+        // calls on data prepared before the fork; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || in_child.enter());
+        }
+        prepared = Some(p);
+    }
     let log = Arc::new(Mutex::new(crate::logs::LazyLog::new(log_file)));
     let mut pumps = Vec::new();
     let (child, input, master) = if io.tty {
@@ -175,6 +195,7 @@ pub fn start(
     let (exit_tx, exit) = oneshot::channel();
     let pgid = i32::try_from(pid).unwrap_or(0);
     tokio::spawn(async move {
+        let _mounts = prepared;
         let status = loop {
             tokio::select! {
                 status = child.wait() => break status,
@@ -246,6 +267,7 @@ mod tests {
             &dir.path().join("wd"),
             log.clone(),
             ContainerIo::default(),
+            &[],
         )
         .unwrap();
         let exit = s.exit.await.unwrap();
@@ -265,6 +287,7 @@ mod tests {
             dir.path(),
             dir.path().join("0.log"),
             ContainerIo::default(),
+            &[],
         )
         .unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -311,6 +334,7 @@ mod tests {
             dir.path(),
             dir.path().join("0.log"),
             ContainerIo::default(),
+            &[],
         )
         .unwrap_err();
         assert_eq!(

@@ -2,6 +2,7 @@
 //! (`process`) or a timer (`simulate`). A started run reports its exit exactly once.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -16,6 +17,8 @@ pub enum Plan {
         launch: Launch,
         workdir: PathBuf,
         io: crate::process::ContainerIo,
+        /// Its volume mounts (most containers have none).
+        mounts: Arc<[crate::volume::mount::Mount]>,
     },
     Simulate {
         duration: Duration,
@@ -71,7 +74,8 @@ pub fn start(plan: &Plan, log_file: PathBuf) -> Result<Started, String> {
             launch,
             workdir,
             io,
-        } => crate::process::start(launch, workdir, log_file, *io),
+            mounts,
+        } => crate::process::start(launch, workdir, log_file, *io, mounts),
         Plan::Simulate {
             duration,
             exit_code,

@@ -73,6 +73,10 @@ const START_REPORT_DELAY: Duration = Duration::from_millis(100);
 /// kubelet's `minimumGracePeriodInSeconds`: the stop signal after a preStop hook gets at least
 /// this long before SIGKILL.
 const PRE_STOP_MIN_GRACE: Duration = Duration::from_secs(2);
+/// A volume set-up that failed is tried again after this, doubled after each failure up to
+/// `VOLUME_RETRY_MAX`: kubelet's exponential back-off of volume operations.
+const VOLUME_RETRY_FIRST: Duration = Duration::from_millis(500);
+const VOLUME_RETRY_MAX: Duration = Duration::from_secs(122);
 
 /// What every worker shares.
 pub struct Context {
@@ -420,12 +424,25 @@ impl Active {
     }
 }
 
+/// Where the set-up of a pod's volumes is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Volumes {
+    /// Set up (or none to set up).
+    Ready,
+    /// Being set up; a failure is retried after `retry`.
+    SettingUp { retry: Duration },
+    /// Failed: tried again at `at`, then after `retry` if it fails again.
+    Failed { at: Instant, retry: Duration },
+}
+
 /// What a slot waits for.
 enum Pending {
     /// A run ended (slot, run, exit).
     Exit(usize, u32, Option<Exit>),
     /// The objects of a container's env were read.
     Objects(usize, crate::env::Objects),
+    /// The pod's volumes were set up, or one failed.
+    Volumes(Result<(), crate::volume::SetUpError>),
     /// A probe attempt ended (slot, probe, run, attempt).
     Probe(usize, usize, u32, probe::run::Attempt),
     /// A lifecycle hook ended (where, slot, run, its error).
@@ -462,6 +479,8 @@ struct Worker {
     finish: Option<Finish>,
     /// Runs that have not ended and env objects being read, by slot.
     exits: FuturesUnordered<BoxFuture<'static, Pending>>,
+    /// The pod's volumes: containers start once they are set up.
+    volumes: Volumes,
     /// Probe attempts and preStop hooks out (kept apart from `exits`: a pod's end does not
     /// wait for them).
     side: FuturesUnordered<BoxFuture<'static, Pending>>,
@@ -505,6 +524,7 @@ impl Worker {
             stopping: None,
             finish: None,
             exits: FuturesUnordered::new(),
+            volumes: Volumes::Ready,
             side: FuturesUnordered::new(),
             journaled: false,
             status_retry_at: None,
@@ -668,6 +688,9 @@ impl Worker {
             return;
         }
         self.started = Instant::now();
+        if self.config().runtime == RuntimeKind::Process && crate::volume::has_volumes(&pod) {
+            self.set_up_volumes(VOLUME_RETRY_FIRST);
+        }
         if self.config().runtime == RuntimeKind::Process {
             // Recorded before anything starts, so a crash right after a start is noticed.
             if let Err(e) = self
@@ -682,7 +705,57 @@ impl Worker {
         self.on_pod_update();
     }
 
-    fn process_plan(&self, c: &Container, launch: crate::env::Launch) -> Plan {
+    /// Set up the pod's volumes (kubelet's volume manager does it before any container of the
+    /// pod starts); a failure is retried after `retry`.
+    fn set_up_volumes(&mut self, retry: Duration) {
+        self.volumes = Volumes::SettingUp { retry };
+        let (ctx, pod) = (self.ctx.clone(), self.latest.clone());
+        self.exits.push(Box::pin(async move {
+            let objects = crate::volume::fetch(&ctx.client, &pod).await;
+            let result = tokio::task::spawn_blocking(move || {
+                let pods_dir = ctx.config.pods_dir();
+                crate::volume::set_up(&pod, &pods_dir, &objects, &ctx.allocatable)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(crate::volume::SetUpError {
+                    volume: String::new(),
+                    message: e.to_string(),
+                })
+            });
+            Pending::Volumes(result)
+        }));
+    }
+
+    fn on_volumes(&mut self, result: Result<(), crate::volume::SetUpError>) {
+        let Volumes::SettingUp { retry } = self.volumes else {
+            return;
+        };
+        match result {
+            Ok(()) => self.volumes = Volumes::Ready,
+            Err(e) => {
+                let message = e.event_message();
+                tracing::info!(pod = %self.name, volume = %e.volume, error = %e.message, "volume set-up failed");
+                self.events().failed_mount(&self.pod_ref(), &message);
+                self.volumes = Volumes::Failed {
+                    at: Instant::now() + retry,
+                    retry: (retry * 2).min(VOLUME_RETRY_MAX),
+                };
+            }
+        }
+    }
+
+    /// The plan of a process run of `c`: with its volume mounts (a subPathExpr expanded
+    /// against its env), or the configuration error that keeps it from starting.
+    fn process_plan(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        launch: crate::env::Launch,
+    ) -> Result<Plan, crate::env::ConfigError> {
+        let mounts =
+            crate::volume::mount::container_mounts(pod, c, &self.config().pods_dir(), &launch.env)
+                .map_err(crate::env::ConfigError)?;
         let workdir = c
             .working_dir
             .as_deref()
@@ -693,11 +766,12 @@ impl Worker {
             stdin_once: c.stdin_once.unwrap_or(false),
             tty: c.tty.unwrap_or(false),
         };
-        Plan::Process {
+        Ok(Plan::Process {
             launch,
             workdir,
             io,
-        }
+            mounts: mounts.into(),
+        })
     }
 
     /// The spec of slot `i`'s container (an ephemeral one as the container it describes).
@@ -735,7 +809,8 @@ impl Worker {
             }
             RuntimeKind::Process => {
                 let plan = crate::env::launch(pod, c, &self.ctx.allocatable, &Default::default())
-                    .map(|launch| Some(self.process_plan(c, launch)));
+                    .and_then(|launch| self.process_plan(pod, c, launch))
+                    .map(Some);
                 (plan, false)
             }
             RuntimeKind::Simulate => (simulated().map(Some), false),
@@ -816,7 +891,7 @@ impl Worker {
             return;
         };
         let result = crate::env::launch(&pod, &container, &self.ctx.allocatable, &objects)
-            .map(|launch| self.process_plan(&container, launch));
+            .and_then(|launch| self.process_plan(&pod, &container, launch));
         let (events, pod_ref) = (self.ctx.events.clone(), self.pod_ref());
         let slot = &mut self.slots[i];
         match result {
@@ -960,6 +1035,17 @@ impl Worker {
         if self.slots.iter().any(Slot::hook_running) {
             return;
         }
+        // No container starts before the pod's volumes are set up.
+        match self.volumes {
+            Volumes::Ready => {}
+            Volumes::SettingUp { .. } => return,
+            Volumes::Failed { at, retry } => {
+                if now >= at {
+                    self.set_up_volumes(retry);
+                }
+                return;
+            }
+        }
         // Ephemeral containers start once, as soon as they are seen: kubelet starts them before
         // init and regular containers, whether or not initialization is done.
         for i in 0..self.slots.len() {
@@ -1092,6 +1178,7 @@ impl Worker {
         };
         let slot = &mut self.slots[i];
         let (env, workdir) = slot.run_env();
+        let pid = slot.active.as_ref().and_then(|a| a.pid);
         let prober = &mut slot.probes[k];
         prober.begin(run, now);
         let timeout = prober.timing.timeout;
@@ -1102,7 +1189,10 @@ impl Worker {
             &env,
             &workdir,
         ) {
-            Ok(action) => self.side.push(Box::pin(async move {
+            Ok(mut action) => self.side.push(Box::pin(async move {
+                if let probe::run::Action::Exec { container_pid, .. } = &mut action {
+                    *container_pid = pid;
+                }
                 let attempt = probe::run::run(&action, timeout).await;
                 Pending::Probe(i, k, run, attempt)
             })),
@@ -1122,9 +1212,13 @@ impl Worker {
             return self.on_hook(point, i, run, Ok(()));
         };
         let (env, workdir) = self.slots[i].run_env();
+        let pid = self.slots[i].active.as_ref().and_then(|a| a.pid);
         let pod = format!("{}_{}({})", self.name, self.namespace, self.uid);
         match hook::at(point, &container, crate::node::HOST_IP, &env, &workdir) {
-            Some(Ok(h)) => {
+            Some(Ok(mut h)) => {
+                if let hook::Hook::Run(probe::run::Action::Exec { container_pid, .. }) = &mut h {
+                    *container_pid = pid;
+                }
                 let name = container.name.clone();
                 self.side.push(Box::pin(async move {
                     let result = hook::run(h, limit, &name, &pod).await;
@@ -1587,6 +1681,7 @@ impl Worker {
         match pending {
             Pending::Exit(i, run, exit) => self.on_exit(i, run, exit),
             Pending::Objects(i, objects) => self.on_objects(i, objects),
+            Pending::Volumes(result) => self.on_volumes(result),
             Pending::Probe(i, k, run, attempt) => self.on_probe(i, k, run, attempt),
             Pending::Hook(point, i, run, result) => self.on_hook(point, i, run, result),
         }
@@ -1606,6 +1701,9 @@ impl Worker {
                 wake.extend(self.slots.iter().filter_map(|s| s.restart_at));
                 if self.finish.is_none() {
                     wake.extend(self.deadline);
+                    if let Volumes::Failed { at, .. } = self.volumes {
+                        wake.push(at);
+                    }
                     for s in self
                         .slots
                         .iter()

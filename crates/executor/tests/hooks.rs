@@ -104,17 +104,13 @@ async fn a_container_a_failed_liveness_probe_kills_runs_its_pre_stop_hook_first(
     c.shutdown().await;
 }
 
-/// Events of `reason` about pod `name`, as (message, count).
-async fn events_of(c: &Cluster, name: &str, reason: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(c.client.clone(), "default");
-    events
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+/// The messages of the events of `reason` about pod `name`.
+async fn events_with(c: &Cluster, name: &str, reason: &str) -> Vec<String> {
+    events_of(c, name)
         .await
-        .map(|l| l.items)
-        .unwrap_or_default()
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter_map(|e| e.message)
+        .filter(|(r, _)| r == reason)
+        .map(|(_, m)| m)
         .collect()
 }
 
@@ -171,7 +167,7 @@ async fn post_start_holds_the_running_state_and_the_next_container() {
     let seen = std::fs::read_to_string(dir.path().join("seen.log")).expect("seen");
     assert_eq!(seen, "main\nhook\n");
     assert!(
-        events_of(&c, "hooked", "FailedPostStartHook")
+        events_with(&c, "hooked", "FailedPostStartHook")
             .await
             .is_empty()
     );
@@ -228,11 +224,11 @@ async fn a_failed_post_start_hook_kills_the_container() {
     let log = std::fs::read_to_string(dir.path().join("again.log")).expect("log");
     assert!(log.starts_with("prestop\nterm\n"), "{log}");
     assert_eq!(
-        events_of(&c, "again", "FailedPostStartHook").await,
+        events_with(&c, "again", "FailedPostStartHook").await,
         vec!["PostStartHook failed".to_string()]
     );
     assert!(
-        events_of(&c, "again", "Killing")
+        events_with(&c, "again", "Killing")
             .await
             .contains(&"FailedPostStartHook".to_string())
     );

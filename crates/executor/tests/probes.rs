@@ -8,22 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use kbatch_api::k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams};
 use serde_json::json;
-
-/// The events about pod `name`, as (reason, message).
-async fn events_of(c: &Cluster, name: &str) -> Vec<(String, String)> {
-    let events: Api<Event> = Api::namespaced(c.client.clone(), "default");
-    let list = events
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .expect("list events");
-    list.items
-        .into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
-        .collect()
-}
 
 fn has_status(p: &kbatch_api::k8s_openapi::api::core::v1::Pod, container: &str) -> bool {
     p.status

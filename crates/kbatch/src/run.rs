@@ -95,7 +95,7 @@ pub fn read_manifests(files: &[PathBuf]) -> Result<Vec<Manifest>, InvalidInput> 
 
 /// Splits one file's text into documents (YAML, of which JSON is a subset).
 pub fn parse_manifests(name: &str, text: &str) -> Result<Vec<Manifest>, InvalidInput> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text)
+    let docs: Vec<Value> = kbatch_apiserver::yaml::from_multiple(text)
         .map_err(|e| InvalidInput(format!("{name}: not valid YAML: {e}")))?;
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {

@@ -168,6 +168,23 @@ fn a_job_reads_its_configmap_and_secret() {
 }
 
 #[test]
+fn volumes_example_runs_its_script_from_a_config_map_volume() {
+    let out = run(&[&examples("volumes.yaml")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    // Each pod ran the ConfigMap's script, read what its init container left in the
+    // emptyDir and its Job's name from the downwardAPI volume.
+    for (index, words) in [(0, 100), (1, 200), (2, 300)] {
+        let line = format!("shard {index} of shards: {words} words");
+        assert!(stdout.contains(&line), "{line:?} is missing:\n{stdout}");
+    }
+}
+
+#[test]
 fn invalid_input_exits_2_with_the_field_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let manifest = dir.path().join("bad.yaml");

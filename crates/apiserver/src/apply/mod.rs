@@ -746,7 +746,7 @@ pub fn decode_config(body: &[u8]) -> Result<Value, ApiError> {
     let v: Value = if text.trim().is_empty() {
         Value::Object(Map::new())
     } else {
-        serde_saphyr::from_str(text).map_err(|e| bad(&e))?
+        crate::yaml::from_str(text).map_err(|e| bad(&e))?
     };
     match v {
         Value::Object(_) => Ok(v),

@@ -89,6 +89,9 @@ pub enum Action {
         argv: Vec<String>,
         env: Vec<(String, String)>,
         workdir: PathBuf,
+        /// The container's main process, whose mount namespace the command joins (set by
+        /// the caller for a container with volumes).
+        container_pid: Option<u32>,
     },
     Http {
         https: bool,
@@ -140,6 +143,7 @@ pub fn action(
             argv,
             env: env.to_vec(),
             workdir: workdir.to_path_buf(),
+            container_pid: None,
         });
     }
     if let Some(get) = &probe.http_get {
@@ -245,7 +249,12 @@ pub async fn run(action: &Action, timeout: Duration) -> Attempt {
 /// One attempt, bounded by the probe's timeout (zero: none, as Go's zero timeouts).
 pub async fn run_once(action: &Action, timeout: Duration) -> Attempt {
     match action {
-        Action::Exec { argv, env, workdir } => exec_probe(argv, env, workdir, timeout).await,
+        Action::Exec {
+            argv,
+            env,
+            workdir,
+            container_pid,
+        } => exec_probe(argv, env, workdir, *container_pid, timeout).await,
         Action::Http {
             https,
             host,
@@ -311,28 +320,33 @@ pub(crate) enum ExecEnd {
 }
 
 /// Runs `argv` with `env` in `workdir`, in a process group of its own that is killed once it
-/// exits, on timeout (zero: none), or when this is dropped half-way.
+/// exits, on timeout (zero: none), or when this is dropped half-way; in the mount namespace
+/// of `container_pid` when that container has one of its own.
 pub(crate) async fn exec(
     argv: &[String],
     env: &[(String, String)],
     workdir: &Path,
+    container_pid: Option<u32>,
     timeout: Duration,
 ) -> ExecEnd {
     let Some((program, args)) = argv.split_first() else {
         return ExecEnd::NotStarted("no command to run".to_string());
     };
+    let mut cmd = tokio::process::Command::new(program);
+    let joined = match crate::volume::mount::in_container(&mut cmd, container_pid, workdir) {
+        Ok(joined) => joined,
+        Err(e) => return ExecEnd::NotStarted(e),
+    };
     // A missing directory would otherwise read as a missing program (both are ENOENT).
-    if tokio::fs::metadata(workdir).await.is_err() {
+    if !joined && tokio::fs::metadata(workdir).await.is_err() {
         return ExecEnd::NotStarted(format!(
             "chdir to cwd ({}) set in config.json failed: no such file or directory",
             go_quote(&workdir.to_string_lossy())
         ));
     }
-    let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -385,9 +399,10 @@ async fn exec_probe(
     argv: &[String],
     env: &[(String, String)],
     workdir: &Path,
+    container_pid: Option<u32>,
     timeout: Duration,
 ) -> Attempt {
-    match exec(argv, env, workdir, timeout).await {
+    match exec(argv, env, workdir, container_pid, timeout).await {
         ExecEnd::Exited {
             code,
             stdout: mut output,
@@ -689,6 +704,7 @@ mod tests {
                 ],
                 env: env.clone(),
                 workdir: PathBuf::from("/w"),
+                container_pid: None,
             })
         );
 
@@ -776,6 +792,7 @@ mod tests {
                 "/usr/local/bin:/usr/bin:/bin".to_string(),
             )],
             workdir: workdir.to_path_buf(),
+            container_pid: None,
         }
     }
 
@@ -894,6 +911,7 @@ mod tests {
                 ("GREETING".into(), "hello there".into()),
             ],
             workdir: dir.path().to_path_buf(),
+            container_pid: None,
         };
         let a = run_once(&action, 5 * SECOND).await;
         assert_eq!(a.outcome, Outcome::Success);

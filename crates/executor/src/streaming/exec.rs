@@ -128,8 +128,8 @@ fn spawn(options: &Options, target: &ExecTarget, out: &Out) -> Result<Process, S
     cmd.args(args)
         .env_clear()
         .envs(target.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(&target.workdir)
         .kill_on_drop(true);
+    crate::volume::mount::in_container(&mut cmd, target.pid, &target.workdir)?;
     let mut pumps = JoinSet::new();
     let (exited, exited_rx) = watch::channel(false);
     let (child, pty, stdin) = if options.tty {

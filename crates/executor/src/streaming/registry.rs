@@ -67,6 +67,8 @@ pub struct ExecTarget {
     pub attach: Option<Attach>,
     /// Its `changed()` fails once the container has stopped: what runs in it must end.
     pub running: watch::Receiver<()>,
+    /// Its main process, whose mount namespace an exec joins.
+    pub pid: Option<u32>,
 }
 
 /// Why there is nothing to exec into.
@@ -223,6 +225,7 @@ impl Registry {
                 workdir: e.workdir.clone(),
                 attach: e.attach.clone(),
                 running: e.running.clone(),
+                pid: e.pid,
             }),
             _ => Err(Missing::Container),
         }

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ContainerStateWaiting, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateWaiting, ContainerStatus, Event, Pod};
 use kbatch_api::k8s_openapi;
 use kbatch_apiserver::ServerState;
 use kbatch_executor::{ExecutorConfig, ExecutorError, RuntimeKind};
 use kbatch_store::{Store, StoreOptions};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -331,6 +331,19 @@ pub fn processes_with_marker(marker: &str) -> Vec<u32> {
                     .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
                     .unwrap_or(false)
         })
+        .collect()
+}
+
+/// The events about pod `name`, as (reason, message).
+pub async fn events_of(c: &Cluster, name: &str) -> Vec<(String, String)> {
+    let events: Api<Event> = Api::namespaced(c.client.clone(), "default");
+    let list = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .expect("list events");
+    list.items
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
         .collect()
 }
 
