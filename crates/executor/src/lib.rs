@@ -58,6 +58,9 @@ pub struct ExecutorConfig {
     /// `None` lets the OS choose one. `run` sets it to the port it listens on, which the Node
     /// reports as `status.daemonEndpoints.kubeletEndpoint.Port`.
     pub streaming_port: Option<u16>,
+    /// How often the files of a running pod's configMap, secret, downwardAPI and projected
+    /// volumes are brought up to date (kubelet's `--sync-frequency`, 1 minute).
+    pub volume_sync_period: std::time::Duration,
 }
 
 impl ExecutorConfig {
@@ -69,6 +72,7 @@ impl ExecutorConfig {
             data_dir,
             max_pods: 110,
             streaming_port: None,
+            volume_sync_period: std::time::Duration::from_secs(60),
         }
     }
 

@@ -443,6 +443,8 @@ enum Pending {
     Objects(usize, crate::env::Objects),
     /// The pod's volumes were set up, or one failed.
     Volumes(Result<(), crate::volume::SetUpError>),
+    /// The files of its API-backed volumes were brought up to date, or one failed.
+    VolumesRefreshed(Result<(), crate::volume::SetUpError>),
     /// A probe attempt ended (slot, probe, run, attempt).
     Probe(usize, usize, u32, probe::run::Attempt),
     /// A lifecycle hook ended (where, slot, run, its error).
@@ -481,6 +483,9 @@ struct Worker {
     exits: FuturesUnordered<BoxFuture<'static, Pending>>,
     /// The pod's volumes: containers start once they are set up.
     volumes: Volumes,
+    /// When the files of its API-backed volumes are next brought up to date (none while a
+    /// refresh runs, or when it has no such volumes).
+    volume_refresh_at: Option<Instant>,
     /// Probe attempts and preStop hooks out (kept apart from `exits`: a pod's end does not
     /// wait for them).
     side: FuturesUnordered<BoxFuture<'static, Pending>>,
@@ -525,6 +530,7 @@ impl Worker {
             finish: None,
             exits: FuturesUnordered::new(),
             volumes: Volumes::Ready,
+            volume_refresh_at: None,
             side: FuturesUnordered::new(),
             journaled: false,
             status_retry_at: None,
@@ -709,12 +715,23 @@ impl Worker {
     /// pod starts); a failure is retried after `retry`.
     fn set_up_volumes(&mut self, retry: Duration) {
         self.volumes = Volumes::SettingUp { retry };
+        let pass = self.volume_pass(crate::volume::Pass::All);
+        self.exits
+            .push(Box::pin(async move { Pending::Volumes(pass.await) }));
+    }
+
+    /// Read what the pod's volumes need from the API, then set up those `pass` covers (off
+    /// the worker's task: it writes files).
+    fn volume_pass(
+        &self,
+        pass: crate::volume::Pass,
+    ) -> BoxFuture<'static, Result<(), crate::volume::SetUpError>> {
         let (ctx, pod) = (self.ctx.clone(), self.latest.clone());
-        self.exits.push(Box::pin(async move {
+        Box::pin(async move {
             let objects = crate::volume::fetch(&ctx.client, &pod).await;
-            let result = tokio::task::spawn_blocking(move || {
+            tokio::task::spawn_blocking(move || {
                 let pods_dir = ctx.config.pods_dir();
-                crate::volume::set_up(&pod, &pods_dir, &objects, &ctx.allocatable)
+                crate::volume::set_up(&pod, &pods_dir, &objects, &ctx.allocatable, pass)
             })
             .await
             .unwrap_or_else(|e| {
@@ -722,9 +739,8 @@ impl Worker {
                     volume: String::new(),
                     message: e.to_string(),
                 })
-            });
-            Pending::Volumes(result)
-        }));
+            })
+        })
     }
 
     fn on_volumes(&mut self, result: Result<(), crate::volume::SetUpError>) {
@@ -732,7 +748,10 @@ impl Worker {
             return;
         };
         match result {
-            Ok(()) => self.volumes = Volumes::Ready,
+            Ok(()) => {
+                self.volumes = Volumes::Ready;
+                self.schedule_volume_refresh();
+            }
             Err(e) => {
                 let message = e.event_message();
                 tracing::info!(pod = %self.name, volume = %e.volume, error = %e.message, "volume set-up failed");
@@ -743,6 +762,30 @@ impl Worker {
                 };
             }
         }
+    }
+
+    fn schedule_volume_refresh(&mut self) {
+        self.volume_refresh_at = crate::volume::has_api_volumes(&self.latest)
+            .then(|| Instant::now() + self.config().volume_sync_period);
+    }
+
+    /// Bring the files of the pod's API-backed volumes up to date, as kubelet's periodic
+    /// sync does while the pod runs.
+    fn refresh_volumes(&mut self) {
+        self.volume_refresh_at = None;
+        let pass = self.volume_pass(crate::volume::Pass::Refresh);
+        self.side.push(Box::pin(
+            async move { Pending::VolumesRefreshed(pass.await) },
+        ));
+    }
+
+    fn on_volumes_refreshed(&mut self, result: Result<(), crate::volume::SetUpError>) {
+        if let Err(e) = result {
+            tracing::info!(pod = %self.name, volume = %e.volume, error = %e.message, "volume refresh failed");
+            self.events()
+                .failed_mount(&self.pod_ref(), &e.event_message());
+        }
+        self.schedule_volume_refresh();
     }
 
     /// The plan of a process run of `c`: with its volume mounts (a subPathExpr expanded
@@ -1045,6 +1088,9 @@ impl Worker {
                 }
                 return;
             }
+        }
+        if self.volume_refresh_at.is_some_and(|t| now >= t) {
+            self.refresh_volumes();
         }
         // Ephemeral containers start once, as soon as they are seen: kubelet starts them before
         // init and regular containers, whether or not initialization is done.
@@ -1682,6 +1728,7 @@ impl Worker {
             Pending::Exit(i, run, exit) => self.on_exit(i, run, exit),
             Pending::Objects(i, objects) => self.on_objects(i, objects),
             Pending::Volumes(result) => self.on_volumes(result),
+            Pending::VolumesRefreshed(result) => self.on_volumes_refreshed(result),
             Pending::Probe(i, k, run, attempt) => self.on_probe(i, k, run, attempt),
             Pending::Hook(point, i, run, result) => self.on_hook(point, i, run, result),
         }
@@ -1704,6 +1751,7 @@ impl Worker {
                     if let Volumes::Failed { at, .. } = self.volumes {
                         wake.push(at);
                     }
+                    wake.extend(self.volume_refresh_at);
                     for s in self
                         .slots
                         .iter()

@@ -175,7 +175,12 @@ async fn containers_see_the_pods_volumes_at_their_mount_paths() {
     .await;
     c.delete("vols").await;
     c.wait_gone("vols", 15).await;
-    assert!(!on_host.exists(), "the pod's volumes go with it");
+    eventually(
+        Duration::from_secs(5),
+        "the pod's volumes go with it",
+        || async { (!on_host.exists()).then_some(()) },
+    )
+    .await;
     c.shutdown().await;
 }
 
@@ -320,5 +325,45 @@ async fn sub_paths_mount_one_entry_and_exec_probes_see_the_containers_mounts() {
         || async { (!std::path::Path::new(&dir).exists()).then_some(()) },
     )
     .await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_pod_sees_its_config_map_change() {
+    let mut c = Cluster::server_only().await;
+    c.config.volume_sync_period = Duration::from_millis(500);
+    c.start_executor();
+    c.wait_for_node().await;
+    create_config_map(&c, "live", &[("mode", "old")]).await;
+    let dir = fresh_dir("live");
+    // It waits until the file through its mount says "new" (a ConfigMap update reaches a
+    // running pod's volume on the node's next sync).
+    let script = format!(
+        "cat {dir}/mode; echo; while [ \"$(cat {dir}/mode)\" != new ]; do sleep 0.1; done; \
+         echo saw new"
+    );
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "live"},
+        "spec": {
+            "restartPolicy": "Never",
+            "volumes": [{"name": "cfg", "configMap": {"name": "live"}}],
+            "containers": [{"name": "main", "image": "busybox",
+                "command": ["sh", "-c", script],
+                "volumeMounts": [{"name": "cfg", "mountPath": dir}]}]
+        }
+    }))
+    .await;
+    c.wait_phase("live", "Running", 20).await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), "default");
+    let patch = json!({"data": {"mode": "new"}});
+    api.patch(
+        "live",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("update the configmap");
+    c.wait_phase("live", "Succeeded", 20).await;
+    assert_eq!(logs(&c, "live").await, "old\nsaw new\n");
     c.shutdown().await;
 }

@@ -302,3 +302,67 @@ async fn kubectl_debug_runs_an_ephemeral_container_beside_the_pods() {
     assert_eq!(status.code, 422, "{status:?}");
     assert!(status.message.contains("may not be changed"), "{status:?}");
 }
+
+#[tokio::test]
+async fn kubectl_exec_and_cp_see_the_containers_volumes() {
+    let server = Server::start_with(&["--executor", "process"]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A mount path that exists nowhere on the host: only the container's mount namespace
+    // has the emptyDir there.
+    let mount = dir.path().join("inside/data");
+    let mount_path = mount.to_string_lossy().into_owned();
+    let pods: Api<Pod> = Api::default_namespaced(server.client().await);
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vol"},
+        "spec": {
+            "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [{
+                "name": "main", "image": "busybox",
+                "command": ["sh", "-c", "echo written-inside > data.txt; sleep 60"],
+                "workingDir": mount_path,
+                "volumeMounts": [{"name": "data", "mountPath": mount_path}]
+            }]
+        }
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    eventually(Duration::from_secs(20), "pod running", || async {
+        pods.get("vol").await.ok().filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|ph| ph == "Running")
+        })
+    })
+    .await;
+    let (code, out, err) = kubectl(
+        &server,
+        &["exec", "vol", "--", "sh", "-c", "pwd; cat data.txt"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}\n{}", server.logs());
+    assert_eq!(out, format!("{mount_path}\nwritten-inside\n"));
+    assert!(
+        !mount.join("data.txt").exists(),
+        "the host's mount point stays empty: the file is in the emptyDir"
+    );
+    // kubectl cp goes through exec: it reads inside the container's mounts too.
+    let back = dir.path().join("back.txt");
+    let (code, _, err) = kubectl(
+        &server,
+        &[
+            "cp",
+            &format!("vol:{mount_path}/data.txt"),
+            &back.to_string_lossy(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&back).expect("copied back"),
+        "written-inside\n"
+    );
+}

@@ -46,24 +46,45 @@ pub async fn fetch(client: &kube::Client, pod: &Pod) -> Objects {
     crate::env::fetch_named(client, namespace, config_maps, secrets).await
 }
 
-/// Set up every volume of `pod` under `pods_dir`, in order, as kubelet's `SetUp` of each
-/// plugin does: an emptyDir's directory (mode 0777), a hostPath's type check (creating what
-/// `DirectoryOrCreate` and `FileOrCreate` ask for), the files of an API-backed volume written
-/// atomically from `objects`. Stops at the first that fails.
+/// Which volumes a pass over a pod's volumes sets up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// Every volume, before the pod's containers start.
+    All,
+    /// Only the API-backed ones, brought up to date while the pod runs (kubelet's periodic
+    /// re-sync of configMap, secret, downwardAPI and projected volumes); a subPath mount keeps
+    /// the file it bound.
+    Refresh,
+}
+
+/// Set up the volumes of `pod` that `pass` covers under `pods_dir`, in order, as kubelet's
+/// `SetUp` of each plugin does: an emptyDir's directory (mode 0777), a hostPath's type check
+/// (creating what `DirectoryOrCreate` and `FileOrCreate` ask for), the files of an
+/// API-backed volume written atomically from `objects`. Stops at the first that fails (its
+/// files stay as they were).
 pub fn set_up(
     pod: &Pod,
     pods_dir: &Path,
     objects: &Objects,
     allocatable: &BTreeMap<String, Quantity>,
+    pass: Pass,
 ) -> Result<(), SetUpError> {
     let uid = pod.metadata.uid.as_deref().unwrap_or("");
-    for v in mount::volumes(pod) {
+    let covered = |v: &&Volume| pass == Pass::All || mount::kind(v) == Kind::Api;
+    for v in mount::volumes(pod).iter().filter(covered) {
         set_up_one(pod, v, pods_dir, uid, objects, allocatable).map_err(|message| SetUpError {
             volume: v.name.clone(),
             message,
         })?;
     }
     Ok(())
+}
+
+/// Whether the pod has volumes whose files come from the API (and are kept up to date).
+pub fn has_api_volumes(pod: &Pod) -> bool {
+    mount::volumes(pod)
+        .iter()
+        .any(|v| mount::kind(v) == Kind::Api)
 }
 
 fn set_up_one(
