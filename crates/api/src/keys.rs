@@ -47,6 +47,13 @@ pub const QOS_GUARANTEED: &str = "Guaranteed";
 pub const QOS_BURSTABLE: &str = "Burstable";
 pub const QOS_BEST_EFFORT: &str = "BestEffort";
 
+/// The pod condition the scheduler owns, and its reason and message while scheduling gates
+/// hold the pod back (the API server sets them when such a pod is created).
+pub const POD_SCHEDULED: &str = "PodScheduled";
+pub const REASON_SCHEDULING_GATED: &str = "SchedulingGated";
+pub const MESSAGE_SCHEDULING_GATED: &str =
+    "Scheduling is blocked due to non-empty scheduling gates";
+
 /// Secret types (`Opaque` is the default) and the data keys and annotation their
 /// validation reads.
 pub const SECRET_TYPE_OPAQUE: &str = "Opaque";

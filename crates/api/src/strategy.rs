@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobStatus};
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 
 use crate::keys;
 use crate::quantity;
@@ -99,16 +99,31 @@ pub fn cronjob_status_prepare_for_update(new: &mut CronJob, old: &CronJob) {
     new.spec = old.spec.clone();
 }
 
-/// Pod create: status `{phase: Pending, qosClass}`, generation 1.
+/// Pod create: status `{phase: Pending, qosClass}`, generation 1; a pod with scheduling
+/// gates starts with `PodScheduled` False, reason `SchedulingGated` (upstream's
+/// `applySchedulingGatedCondition`), since now.
 pub fn pod_prepare_for_create(pod: &mut Pod) {
-    let qos = pod
-        .spec
-        .as_ref()
-        .map(qos_class)
-        .unwrap_or(keys::QOS_BEST_EFFORT);
+    let spec = pod.spec.as_ref();
+    let qos = spec.map(qos_class).unwrap_or(keys::QOS_BEST_EFFORT);
+    let gated = spec
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty());
+    let conditions = gated.then(|| {
+        let now = jiff::Timestamp::now();
+        let now = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+        vec![PodCondition {
+            type_: keys::POD_SCHEDULED.to_string(),
+            status: "False".to_string(),
+            reason: Some(keys::REASON_SCHEDULING_GATED.to_string()),
+            message: Some(keys::MESSAGE_SCHEDULING_GATED.to_string()),
+            last_transition_time: Some(Time(now)),
+            ..Default::default()
+        }]
+    });
     pod.status = Some(PodStatus {
         phase: Some(keys::POD_PENDING.to_string()),
         qos_class: Some(qos.to_string()),
+        conditions,
         ..Default::default()
     });
     pod.metadata.generation = Some(1);

@@ -1,38 +1,86 @@
-//! Which pods to bind to this node, and the binding call. The node holds at most `max_pods`
-//! non-terminal pods (counting bindings in flight); unscheduled pods wait, oldest first, until
-//! room frees up — as the scheduler leaves pods Pending on a full node.
+//! Which pods to bind to this node, and the binding call: kbatch's executor is its node's
+//! scheduler. A pod is bound when it fits (`fit`: the default scheduler's filters — node
+//! unschedulable, taints, node affinity and selector, resources); one that does not is
+//! reported Unschedulable (its `PodScheduled` condition and a `FailedScheduling` event, with the
+//! scheduler's message) and tried again, with the scheduler's back-off, once something it
+//! depends on has changed; a pod with scheduling gates waits, reported `SchedulingGated`. The
+//! node holds at most `max_pods` non-terminal pods (counting bindings in flight); beyond that,
+//! unscheduled pods wait, oldest first, until room frees up.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kbatch_api::k8s_openapi::api::core::v1::Pod;
+use kbatch_api::k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+use crate::fit::{self, Requests};
 use crate::worker::is_terminal;
 
 /// After a failed bind, the pod is tried again this much later.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The scheduler's back-off for an unschedulable pod: 1 s, doubled after each attempt, at
+/// most 10 s (`podInitialBackoffDuration`, `podMaxBackoffDuration`).
+const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// An unschedulable pod is tried again after this even if nothing changed
+/// (`podMaxInUnschedulablePodsDuration`).
+const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(300);
 
 /// An unscheduled pod to bind.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub uid: String,
     pub namespace: String,
     pub name: String,
+    pub pod: Arc<Pod>,
+}
+
+/// What the scheduler reports about a pod it does not bind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NotBound {
+    /// It has scheduling gates.
+    Gated(Candidate),
+    /// It does not fit: the scheduler's message.
+    Unschedulable(Candidate, String),
 }
 
 /// Oldest first, then by namespace and name.
 type Order = (String, String, String);
 
+/// An unschedulable pod's last attempt.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    /// The cluster's change count when it was made.
+    generation: u64,
+    at: Instant,
+    backoff: Duration,
+    /// It was reported gated (no attempt until the pod changes).
+    gated: bool,
+    /// The pod itself changed since.
+    pod_changed: bool,
+}
+
+impl Attempt {
+    /// Something it depends on changed since.
+    fn stale(&self, generation: u64) -> bool {
+        self.pod_changed || self.generation < generation
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct PodIndex {
     unscheduled: BTreeMap<Order, Candidate>,
     order_of: HashMap<String, Order>,
-    /// Non-terminal pods bound to this node.
-    active: HashSet<String>,
-    in_flight: HashSet<String>,
+    /// Non-terminal pods bound to this node, with what they request.
+    active: HashMap<String, Requests>,
+    in_flight: HashMap<String, Requests>,
     retry_at: HashMap<String, Instant>,
+    attempts: HashMap<String, Attempt>,
+    /// Counts changes that may let an unschedulable pod fit: a pod leaving the node, the
+    /// node changing.
+    generation: u64,
 }
 
 /// Pods the default scheduler would place (kbatch's executor acts as that scheduler).
@@ -46,7 +94,7 @@ fn schedulable(pod: &Pod) -> bool {
 
 impl PodIndex {
     /// Take the latest version of a pod into account.
-    pub fn observe(&mut self, pod: &Pod, node: &str) {
+    pub fn observe(&mut self, pod: &Arc<Pod>, node: &str) {
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
         };
@@ -65,12 +113,22 @@ impl PodIndex {
                 pod.metadata.namespace.clone().unwrap_or_default(),
                 pod.metadata.name.clone().unwrap_or_default(),
             );
+            // An update of the pod itself may make it fit (once its back-off is over) or
+            // remove its gates (a gated pod was never tried: no back-off).
+            match self.attempts.get_mut(&uid) {
+                Some(a) if a.gated => {
+                    self.attempts.remove(&uid);
+                }
+                Some(a) => a.pod_changed = true,
+                None => {}
+            }
             self.unscheduled.insert(
                 order.clone(),
                 Candidate {
                     uid: uid.clone(),
                     namespace: order.1.clone(),
                     name: order.2.clone(),
+                    pod: pod.clone(),
                 },
             );
             self.order_of.insert(uid, order);
@@ -80,11 +138,13 @@ impl PodIndex {
         if node_name.is_empty() {
             return;
         }
-        self.in_flight.remove(&uid);
+        let requests = self.in_flight.remove(&uid);
         if node_name == node && !is_terminal(pod) {
-            self.active.insert(uid);
-        } else {
-            self.active.remove(&uid);
+            self.active
+                .entry(uid)
+                .or_insert_with(|| requests.unwrap_or_else(|| fit::pod_requests(pod)));
+        } else if self.active.remove(&uid).is_some() {
+            self.generation += 1;
         }
     }
 
@@ -93,13 +153,21 @@ impl PodIndex {
             self.unscheduled.remove(&order);
         }
         self.retry_at.remove(uid);
+        self.attempts.remove(uid);
     }
 
     /// The pod is gone.
     pub fn forget(&mut self, uid: &str) {
         self.drop_candidate(uid);
-        self.active.remove(uid);
-        self.in_flight.remove(uid);
+        if self.active.remove(uid).is_some() || self.in_flight.remove(uid).is_some() {
+            self.generation += 1;
+        }
+    }
+
+    /// The node changed in a way that may let unschedulable pods fit (labels, taints,
+    /// unschedulable, allocatable).
+    pub fn node_changed(&mut self) {
+        self.generation += 1;
     }
 
     /// Pods on (or being bound to) the node that are not finished.
@@ -107,28 +175,106 @@ impl PodIndex {
         self.active.len() + self.in_flight.len()
     }
 
-    /// The pods to bind now, within the room left; they count as in flight until the watch
-    /// shows them bound (or the bind fails).
-    pub fn take_bindable(&mut self, max_pods: usize, now: Instant) -> Vec<Candidate> {
+    /// What the node's pods (and those being bound) request.
+    fn requested(&self) -> Requests {
+        let mut sum = Requests::default();
+        for r in self.active.values().chain(self.in_flight.values()) {
+            sum.add(r);
+        }
+        sum
+    }
+
+    /// Whether slot `c` is due for an attempt now.
+    fn due(&self, c: &Candidate, now: Instant) -> bool {
+        if self.in_flight.contains_key(&c.uid)
+            || self.retry_at.get(&c.uid).is_some_and(|t| *t > now)
+        {
+            return false;
+        }
+        match self.attempts.get(&c.uid) {
+            None => true,
+            Some(a) if a.gated => false,
+            Some(a) => {
+                now >= a.at + UNSCHEDULABLE_FLUSH
+                    || (a.stale(self.generation) && now >= a.at + a.backoff)
+            }
+        }
+    }
+
+    /// The pods to bind now, within the room left, and what to report about those that
+    /// cannot be bound; pods to bind count as in flight until the watch shows them bound (or
+    /// the bind fails). Without the node's object nothing is bound yet.
+    pub fn take_bindable(
+        &mut self,
+        max_pods: usize,
+        node: Option<&Node>,
+        now: Instant,
+    ) -> (Vec<Candidate>, Vec<NotBound>) {
+        let Some(node) = node else {
+            return (Vec::new(), Vec::new());
+        };
         let mut room = max_pods.saturating_sub(self.used());
-        let mut out = Vec::new();
+        let mut requested = self.requested();
+        let mut pod_count = self.used();
+        let mut bind = Vec::new();
+        let mut report = Vec::new();
         for c in self.unscheduled.values() {
             if room == 0 {
                 break;
             }
-            if self.in_flight.contains(&c.uid)
-                || self.retry_at.get(&c.uid).is_some_and(|t| *t > now)
-            {
+            if !self.due(c, now) {
                 continue;
             }
-            out.push(c.clone());
-            room -= 1;
+            if fit::scheduling_gated(&c.pod) {
+                report.push(NotBound::Gated(c.clone()));
+                continue;
+            }
+            let info = fit::NodeInfo {
+                node,
+                requested: &requested,
+                pod_count,
+            };
+            match fit::filter(&c.pod, &info) {
+                Ok(()) => {
+                    let r = fit::pod_requests(&c.pod);
+                    requested.add(&r);
+                    pod_count += 1;
+                    room -= 1;
+                    bind.push((c.clone(), r));
+                }
+                Err(unfit) => {
+                    let message = fit::fit_error_message(&c.pod, &unfit);
+                    report.push(NotBound::Unschedulable(c.clone(), message));
+                }
+            }
         }
-        for c in &out {
-            self.in_flight.insert(c.uid.clone());
+        for (c, r) in &bind {
+            self.in_flight.insert(c.uid.clone(), r.clone());
             self.retry_at.remove(&c.uid);
+            self.attempts.remove(&c.uid);
         }
-        out
+        for n in &report {
+            let (uid, gated) = match n {
+                NotBound::Gated(c) => (&c.uid, true),
+                NotBound::Unschedulable(c, _) => (&c.uid, false),
+            };
+            let backoff = self
+                .attempts
+                .get(uid)
+                .filter(|a| !a.gated)
+                .map_or(BACKOFF_FIRST, |a| (a.backoff * 2).min(BACKOFF_MAX));
+            self.attempts.insert(
+                uid.clone(),
+                Attempt {
+                    generation: self.generation,
+                    at: now,
+                    backoff,
+                    gated,
+                    pod_changed: false,
+                },
+            );
+        }
+        (bind.into_iter().map(|(c, _)| c).collect(), report)
     }
 
     /// A bind call returned. On success the pod stays in flight until the watch reports it
@@ -142,9 +288,87 @@ impl PodIndex {
         }
     }
 
-    /// When a pod waiting out a failed bind may be tried again.
+    /// When a pod waiting out a failed bind or its back-off may be tried again.
     pub fn next_retry(&self) -> Option<Instant> {
-        self.retry_at.values().min().copied()
+        let backoffs = self.attempts.values().filter(|a| !a.gated).map(|a| {
+            if a.stale(self.generation) {
+                a.at + a.backoff
+            } else {
+                a.at + UNSCHEDULABLE_FLUSH
+            }
+        });
+        self.retry_at.values().copied().chain(backoffs).min()
+    }
+}
+
+/// The `PodScheduled` condition the scheduler writes for a pod it does not bind, as a
+/// strategic merge patch of the pod's status; `None` when the pod already has it (the
+/// scheduler writes the condition only when it changes).
+pub fn not_bound_patch(n: &NotBound, now: jiff::Timestamp) -> Option<serde_json::Value> {
+    let (c, reason, message) = match n {
+        NotBound::Gated(c) => (c, fit::SCHEDULING_GATED, fit::SCHEDULING_GATED_MESSAGE),
+        NotBound::Unschedulable(c, m) => (c, fit::UNSCHEDULABLE, m.as_str()),
+    };
+    let current = c
+        .pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+    let same = current.is_some_and(|cur| {
+        cur.status == "False"
+            && cur.reason.as_deref() == Some(reason)
+            && cur.message.as_deref() == Some(message)
+    });
+    if same {
+        return None;
+    }
+    // The transition time stays when only the reason or message changes.
+    let since = current
+        .filter(|cur| cur.status == "False")
+        .and_then(|cur| cur.last_transition_time.as_ref())
+        .map_or_else(
+            || crate::time::seconds(now).to_string(),
+            |t| t.0.to_string(),
+        );
+    Some(json!({
+        "metadata": {"uid": c.uid},
+        "status": {"conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": null,
+            "lastTransitionTime": since,
+        }]}
+    }))
+}
+
+/// Write what the scheduler reports about a pod it did not bind: its `PodScheduled`
+/// condition when that changed, and for an unschedulable pod a `FailedScheduling` event.
+pub async fn report(client: kube::Client, events: crate::events::NodeEvents, n: NotBound) {
+    let c = match &n {
+        NotBound::Gated(c) | NotBound::Unschedulable(c, _) => c,
+    };
+    if let NotBound::Unschedulable(c, message) = &n {
+        tracing::debug!(pod = %c.name, %message, "pod does not fit");
+        let pod = crate::events::PodRef {
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+            uid: c.uid.clone(),
+        };
+        events.failed_scheduling(&pod, &fit::event_message(message));
+    }
+    let Some(patch) = not_bound_patch(&n, jiff::Timestamp::now()) else {
+        return;
+    };
+    let api: Api<Pod> = Api::namespaced(client, &c.namespace);
+    let params = kube::api::PatchParams::default();
+    let result = api
+        .patch_status(&c.name, &params, &kube::api::Patch::Strategic(patch))
+        .await;
+    if let Err(e) = result {
+        tracing::debug!(pod = %c.name, error = %e, "writing the PodScheduled condition");
     }
 }
 
@@ -170,15 +394,36 @@ pub async fn bind(client: kube::Client, c: &Candidate, node: &str) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::Value;
 
-    fn pod(name: &str, created: &str, node: &str, phase: &str) -> Pod {
-        serde_json::from_value(json!({
+    fn pod_with(name: &str, created: &str, node: &str, phase: &str, extra: Value) -> Arc<Pod> {
+        let mut v = json!({
             "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
                 "creationTimestamp": created},
             "spec": {"nodeName": node, "schedulerName": "default-scheduler",
                 "containers": [{"name": "c", "image": "i"}]},
             "status": {"phase": phase}
+        });
+        if let (Some(spec), Some(extra)) = (v["spec"].as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        Arc::new(serde_json::from_value(v).unwrap())
+    }
+
+    fn pod(name: &str, created: &str, node: &str, phase: &str) -> Arc<Pod> {
+        pod_with(name, created, node, phase, json!({}))
+    }
+
+    fn cpu(name: &str, created: &str, node: &str, millis: u32) -> Arc<Pod> {
+        let containers = json!({"containers": [{"name": "c", "image": "i",
+            "resources": {"requests": {"cpu": format!("{millis}m")}}}]});
+        pod_with(name, created, node, "Pending", containers)
+    }
+
+    fn node() -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n", "labels": {"kubernetes.io/hostname": "n"}},
+            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}
         }))
         .unwrap()
     }
@@ -187,54 +432,181 @@ mod tests {
         c.iter().map(|c| c.name.as_str()).collect()
     }
 
+    fn reported(r: &[NotBound]) -> Vec<(&str, &str)> {
+        r.iter()
+            .map(|n| match n {
+                NotBound::Gated(c) => (c.name.as_str(), "gated"),
+                NotBound::Unschedulable(c, m) => (c.name.as_str(), m.as_str()),
+            })
+            .collect()
+    }
+
     #[test]
     fn binds_oldest_first_within_capacity() {
         let now = Instant::now();
+        let n = node();
         let mut idx = PodIndex::default();
         idx.observe(&pod("c", "2024-01-01T00:00:03Z", "", "Pending"), "n");
         idx.observe(&pod("a", "2024-01-01T00:00:01Z", "", "Pending"), "n");
         idx.observe(&pod("b", "2024-01-01T00:00:02Z", "", "Pending"), "n");
         idx.observe(&pod("d", "2024-01-01T00:00:04Z", "", "Pending"), "n");
-        let first = idx.take_bindable(2, now);
+        assert!(
+            idx.take_bindable(2, None, now).0.is_empty(),
+            "nothing before the node is known"
+        );
+        let (first, report) = idx.take_bindable(2, Some(&n), now);
         assert_eq!(names(&first), vec!["a", "b"]);
+        assert!(report.is_empty(), "a full node is no reason to report");
         // In flight counts against the capacity.
-        assert!(idx.take_bindable(2, now).is_empty());
+        assert!(idx.take_bindable(2, Some(&n), now).0.is_empty());
         idx.bind_done("uid-a", true, now);
         idx.observe(&pod("a", "2024-01-01T00:00:01Z", "n", "Pending"), "n");
         idx.observe(&pod("b", "2024-01-01T00:00:02Z", "n", "Running"), "n");
         assert_eq!(idx.used(), 2);
-        assert!(idx.take_bindable(2, now).is_empty());
+        assert!(idx.take_bindable(2, Some(&n), now).0.is_empty());
         // A pod finishing frees its place.
         idx.observe(&pod("a", "2024-01-01T00:00:01Z", "n", "Succeeded"), "n");
-        assert_eq!(names(&idx.take_bindable(2, now)), vec!["c"]);
+        assert_eq!(names(&idx.take_bindable(2, Some(&n), now).0), vec!["c"]);
         // A deleted pod frees its place too.
         idx.forget("uid-b");
-        assert_eq!(names(&idx.take_bindable(2, now)), vec!["d"]);
+        assert_eq!(names(&idx.take_bindable(2, Some(&n), now).0), vec!["d"]);
     }
 
     #[test]
     fn failed_binds_wait_and_others_are_ignored() {
         let now = Instant::now();
+        let n = node();
         let mut idx = PodIndex::default();
         idx.observe(&pod("a", "2024-01-01T00:00:01Z", "", "Pending"), "n");
-        assert_eq!(idx.take_bindable(5, now).len(), 1);
+        assert_eq!(idx.take_bindable(5, Some(&n), now).0.len(), 1);
         idx.bind_done("uid-a", false, now);
-        assert!(idx.take_bindable(5, now).is_empty());
+        assert!(idx.take_bindable(5, Some(&n), now).0.is_empty());
         assert_eq!(idx.next_retry(), Some(now + RETRY_AFTER));
-        assert_eq!(idx.take_bindable(5, now + RETRY_AFTER).len(), 1);
+        assert_eq!(idx.take_bindable(5, Some(&n), now + RETRY_AFTER).0.len(), 1);
 
         let mut idx = PodIndex::default();
-        let mut other = pod("x", "2024-01-01T00:00:01Z", "", "Pending");
+        let mut other = (*pod("x", "2024-01-01T00:00:01Z", "", "Pending")).clone();
         other.spec.as_mut().unwrap().scheduler_name = Some("my-scheduler".into());
-        idx.observe(&other, "n");
-        let mut deleting = pod("y", "2024-01-01T00:00:01Z", "", "Pending");
+        idx.observe(&Arc::new(other.clone()), "n");
+        let mut deleting = (*pod("y", "2024-01-01T00:00:01Z", "", "Pending")).clone();
         deleting.metadata.deletion_timestamp = other.metadata.creation_timestamp.clone();
-        idx.observe(&deleting, "n");
+        idx.observe(&Arc::new(deleting), "n");
         idx.observe(
             &pod("z", "2024-01-01T00:00:01Z", "elsewhere", "Running"),
             "n",
         );
-        assert!(idx.take_bindable(5, now).is_empty());
+        assert!(idx.take_bindable(5, Some(&n), now).0.is_empty());
         assert_eq!(idx.used(), 0);
+    }
+
+    #[test]
+    fn a_pod_that_does_not_fit_is_reported_and_waits_for_a_change_and_its_back_off() {
+        let now = Instant::now();
+        let n = node();
+        let mut idx = PodIndex::default();
+        idx.observe(&cpu("big", "2024-01-01T00:00:01Z", "n", 1500), "n");
+        idx.observe(&cpu("more", "2024-01-01T00:00:02Z", "", 1000), "n");
+        idx.observe(&cpu("fits", "2024-01-01T00:00:03Z", "", 500), "n");
+        // The pod behind one that does not fit is still bound.
+        let (bind, report) = idx.take_bindable(110, Some(&n), now);
+        assert_eq!(names(&bind), vec!["fits"]);
+        assert_eq!(
+            reported(&report),
+            vec![(
+                "more",
+                "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, \
+                 preemption: 0/1 nodes are available: 1 No preemption victims found for \
+                 incoming pod."
+            )]
+        );
+        // Nothing changed: not tried again, however long it waits (short of the flush).
+        let later = now + Duration::from_secs(60);
+        assert!(idx.take_bindable(110, Some(&n), later).1.is_empty());
+        assert_eq!(idx.next_retry(), Some(now + UNSCHEDULABLE_FLUSH));
+        // A pod leaving the node: tried again once its back-off (1 s) is over.
+        idx.forget("uid-big");
+        assert_eq!(idx.next_retry(), Some(now + BACKOFF_FIRST));
+        let (bind, report) = idx.take_bindable(110, Some(&n), now + Duration::from_millis(500));
+        assert!(bind.is_empty() && report.is_empty(), "still backing off");
+        let (bind, _) = idx.take_bindable(110, Some(&n), now + BACKOFF_FIRST);
+        assert_eq!(names(&bind), vec!["more"]);
+    }
+
+    #[test]
+    fn back_off_doubles_up_to_ten_seconds() {
+        let mut now = Instant::now();
+        let n = node();
+        let mut idx = PodIndex::default();
+        idx.observe(&cpu("huge", "2024-01-01T00:00:01Z", "", 3000), "n");
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            assert_eq!(idx.take_bindable(110, Some(&n), now).1.len(), 1);
+            idx.node_changed();
+            let next = idx.next_retry().unwrap();
+            waits.push(next - now);
+            now = next;
+        }
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, vec![1, 2, 4, 8, 10, 10]);
+    }
+
+    #[test]
+    fn gated_pods_are_reported_once_and_tried_when_they_change() {
+        let now = Instant::now();
+        let n = node();
+        let mut idx = PodIndex::default();
+        let gates = json!({"schedulingGates": [{"name": "g"}]});
+        idx.observe(
+            &pod_with("g", "2024-01-01T00:00:01Z", "", "Pending", gates),
+            "n",
+        );
+        let (bind, report) = idx.take_bindable(110, Some(&n), now);
+        assert!(bind.is_empty());
+        assert_eq!(reported(&report), vec![("g", "gated")]);
+        idx.node_changed();
+        assert!(
+            idx.take_bindable(110, Some(&n), now + UNSCHEDULABLE_FLUSH)
+                .1
+                .is_empty()
+        );
+        idx.observe(&pod("g", "2024-01-01T00:00:01Z", "", "Pending"), "n");
+        assert_eq!(names(&idx.take_bindable(110, Some(&n), now).0), vec!["g"]);
+    }
+
+    #[test]
+    fn the_condition_is_written_only_when_it_changes() {
+        let now = jiff::Timestamp::from_second(1_700_000_000).unwrap();
+        let c = |p: Arc<Pod>| Candidate {
+            uid: "u".into(),
+            namespace: "default".into(),
+            name: "p".into(),
+            pod: p,
+        };
+        let fresh = c(pod("p", "2024-01-01T00:00:01Z", "", "Pending"));
+        let patch = not_bound_patch(&NotBound::Unschedulable(fresh, "m1".into()), now)
+            .expect("a first patch");
+        assert_eq!(
+            patch,
+            json!({"metadata": {"uid": "u"}, "status": {"conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "m1", "lastProbeTime": null,
+                "lastTransitionTime": "2023-11-14T22:13:20Z"}]}})
+        );
+        let status = json!({"conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": "m1",
+            "lastTransitionTime": "2023-01-01T00:00:00Z"}]});
+        let mut with = (*pod("p", "2024-01-01T00:00:01Z", "", "Pending")).clone();
+        with.status = Some(serde_json::from_value(status).unwrap());
+        let with = Arc::new(with);
+        assert_eq!(
+            not_bound_patch(&NotBound::Unschedulable(c(with.clone()), "m1".into()), now),
+            None
+        );
+        let changed = not_bound_patch(&NotBound::Unschedulable(c(with), "m2".into()), now)
+            .expect("a changed message");
+        assert_eq!(
+            changed["status"]["conditions"][0]["lastTransitionTime"], "2023-01-01T00:00:00Z",
+            "still False since then"
+        );
     }
 }

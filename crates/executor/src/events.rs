@@ -104,6 +104,12 @@ impl NodeEvents {
         );
     }
 
+    /// The scheduler could not place the pod (`FailedScheduling`, with its fit error).
+    pub fn failed_scheduling(&self, pod: &PodRef, message: &str) {
+        self.scheduler
+            .warning(pod.object(None), "FailedScheduling", message);
+    }
+
     pub fn created(&self, pod: &PodRef, container: &str, list: List) {
         self.kubelet.normal(
             pod.container(container, list),

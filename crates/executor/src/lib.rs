@@ -13,6 +13,7 @@ mod binder;
 mod env;
 mod events;
 pub mod expand;
+pub mod fit;
 mod hook;
 mod logs;
 mod machine;

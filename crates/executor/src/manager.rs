@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use kbatch_api::k8s_openapi::api::core::v1::Pod;
+use kbatch_api::k8s_openapi::api::core::v1::{Node, Pod};
 use kbatch_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
@@ -40,6 +40,10 @@ struct Manager {
     tasks: JoinSet<Option<Finished>>,
     confirms: JoinSet<()>,
     binds: JoinSet<(String, Result<(), kube::Error>)>,
+    /// Writes of the scheduler's reports about pods it does not bind.
+    reports: JoinSet<()>,
+    /// This node's object, as the API has it (labels, taints, allocatable for scheduling).
+    node: Option<Arc<Node>>,
     shutdown: watch::Receiver<bool>,
     /// Pods seen during a (re-)list; the ones missing at its end are gone.
     listing: Option<HashSet<String>>,
@@ -57,6 +61,10 @@ pub async fn run(
     // Pods are decoded without managedFields, which nothing here reads.
     let pods: Api<Pod> = Api::all(client.clone());
     let mut pod_events = lean_watcher(pods, watcher::Config::default()).boxed();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let this_node =
+        watcher::Config::default().fields(&format!("metadata.name={}", config.node_name));
+    let mut node_events = lean_watcher(nodes, this_node).boxed();
     let events = NodeEvents::start(client.clone(), &config.node_name);
     let mut m = Manager {
         ctx: Arc::new(Context {
@@ -73,6 +81,8 @@ pub async fn run(
         tasks: JoinSet::new(),
         confirms: JoinSet::new(),
         binds: JoinSet::new(),
+        reports: JoinSet::new(),
+        node: None,
         shutdown: shutdown.clone(),
         listing: None,
         swept: false,
@@ -88,6 +98,13 @@ pub async fn run(
                 Some(Err(e)) => tracing::warn!(error = %e, "watching pods"),
                 None => break,
             },
+            ev = node_events.next() => match ev {
+                Some(Ok(Event::Apply(node) | Event::InitApply(node))) => m.on_node(node),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => tracing::warn!(error = %e, "watching the node"),
+                None => break,
+            },
+            Some(_) = m.reports.join_next(), if !m.reports.is_empty() => {},
             Some(done) = m.binds.join_next(), if !m.binds.is_empty() => {
                 if let Ok((uid, result)) = done {
                     if let Err(e) = &result {
@@ -113,6 +130,7 @@ pub async fn run(
         m.bind_what_fits();
     }
     m.binds.abort_all();
+    m.reports.abort_all();
     m.confirms.abort_all();
     // Workers see the same shutdown signal and stop their containers.
     while m.tasks.join_next().await.is_some() {}
@@ -161,9 +179,32 @@ impl Manager {
         }
     }
 
+    /// The node's object changed: unschedulable pods are tried again if what scheduling
+    /// reads of it changed (its heartbeats do not count).
+    fn on_node(&mut self, node: Node) {
+        let scheduling = |n: &Node| {
+            let spec = n.spec.as_ref();
+            (
+                n.metadata.labels.clone(),
+                spec.and_then(|s| s.taints.clone()),
+                spec.and_then(|s| s.unschedulable),
+                n.status.as_ref().and_then(|s| s.allocatable.clone()),
+            )
+        };
+        let changed = self
+            .node
+            .as_deref()
+            .is_none_or(|old| scheduling(old) != scheduling(&node));
+        if changed {
+            self.index.node_changed();
+        }
+        self.node = Some(Arc::new(node));
+    }
+
     fn apply(&mut self, mut pod: Pod) {
         // Kept by the workers for the pod's life; kubelet has no use for managedFields either.
         pod.metadata.managed_fields = None;
+        let pod = Arc::new(pod);
         let node = self.ctx.config.node_name.clone();
         self.index.observe(&pod, &node);
         let Some(uid) = pod.metadata.uid.clone() else {
@@ -189,21 +230,21 @@ impl Manager {
         }
         match self.workers.get(&uid) {
             Some(tx) => {
-                tx.send_replace(Arc::new(pod));
+                tx.send_replace(pod);
             }
             // Finished before we saw it (a restarted executor lists all its finished pods):
             // no worker needed.
             None if worker::is_terminal(&pod) => {
-                let m = pod.metadata;
+                let m = &pod.metadata;
                 let done = Finished {
                     uid,
-                    namespace: m.namespace.unwrap_or_default(),
-                    name: m.name.unwrap_or_default(),
+                    namespace: m.namespace.clone().unwrap_or_default(),
+                    name: m.name.clone().unwrap_or_default(),
                 };
                 self.keep_finished(done, deleting);
             }
             None => {
-                let (tx, rx) = watch::channel(Arc::new(pod));
+                let (tx, rx) = watch::channel(pod);
                 self.workers.insert(uid, tx);
                 self.tasks
                     .spawn(worker::run(self.ctx.clone(), rx, self.shutdown.clone()));
@@ -255,10 +296,16 @@ impl Manager {
 
     fn bind_what_fits(&mut self) {
         let node = self.ctx.config.node_name.clone();
-        for c in self
-            .index
-            .take_bindable(self.ctx.config.max_pods, Instant::now())
-        {
+        let (bind, report) = self.index.take_bindable(
+            self.ctx.config.max_pods,
+            self.node.as_deref(),
+            Instant::now(),
+        );
+        for n in report {
+            let (client, events) = (self.ctx.client.clone(), self.ctx.events.clone());
+            self.reports.spawn(binder::report(client, events, n));
+        }
+        for c in bind {
             let client = self.ctx.client.clone();
             let node = node.clone();
             let events = self.ctx.events.clone();
