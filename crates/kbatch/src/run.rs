@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::Args;
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use kbatch_api::k8s_openapi::api::batch::v1::Job;
-use kbatch_api::k8s_openapi::api::core::v1::Pod;
+use kbatch_api::k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, LogParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -349,6 +349,7 @@ async fn follow(client: &Client, watched: &[Watched]) -> anyhow::Result<u8> {
         })
     };
     let log_task = tokio::spawn(follow_logs(client.clone(), tx.clone()));
+    let warning_task = tokio::spawn(follow_warnings(client.clone(), tx.clone()));
     drop(tx);
 
     let mut display = Display {
@@ -438,6 +439,7 @@ async fn follow(client: &Client, watched: &[Watched]) -> anyhow::Result<u8> {
     }
     job_task.abort();
     log_task.abort();
+    warning_task.abort();
     for f in &failures {
         eprintln!("{f}");
     }
@@ -449,6 +451,36 @@ fn status_lines(lines: &BTreeMap<(String, String), JobLine>, started: Instant) -
         .iter()
         .map(|((_, name), l)| render(name, l, started.elapsed()))
         .collect()
+}
+
+/// Prints each new Warning event, once, among the log lines (`[object] Reason: message`): why
+/// a pod does not start (`FailedScheduling`, `FailedMount`, `Failed`) or keeps restarting.
+async fn follow_warnings(client: Client, tx: mpsc::UnboundedSender<Update>) {
+    let api: Api<Event> = Api::all(client);
+    let config = watcher::Config::default().fields("type=Warning");
+    let mut stream = watcher(api, config)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    while let Ok(Some(event)) = stream.try_next().await {
+        let (uid, message) = (
+            event.metadata.uid.clone().unwrap_or_default(),
+            event.message.clone().unwrap_or_default(),
+        );
+        // A repeat of an event (its count going up) is not printed again.
+        if !seen.insert((uid, message.clone())) {
+            continue;
+        }
+        let object = event.involved_object.name.clone().unwrap_or_default();
+        let reason = event.reason.clone().unwrap_or_default();
+        if tx
+            .send(Update::Log(format!("[{object}] {reason}: {message}")))
+            .is_err()
+        {
+            return;
+        }
+    }
 }
 
 /// Streams the log of every container of every pod once it has started, each line prefixed

@@ -185,6 +185,37 @@ fn volumes_example_runs_its_script_from_a_config_map_volume() {
 }
 
 #[test]
+fn why_a_pod_does_not_start_is_printed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("greedy.yaml");
+    // More CPU than any machine has: the pod is never scheduled, and the deadline ends the Job.
+    std::fs::write(
+        &manifest,
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: greedy}\nspec:\n  \
+         activeDeadlineSeconds: 3\n  template:\n    spec:\n      restartPolicy: Never\n      \
+         containers: [{name: c, image: x, command: [\"true\"], resources: {requests: {cpu: \"100000\"}}}]\n",
+    )
+    .expect("write");
+    let out = run(&[&manifest.to_string_lossy()]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("FailedScheduling"))
+        .unwrap_or_else(|| panic!("no FailedScheduling line:\n{stdout}"));
+    assert!(
+        line.starts_with("[greedy-")
+            && line.contains("] FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu."),
+        "{line}"
+    );
+    assert!(stderr.contains("DeadlineExceeded"), "{stderr}");
+}
+
+#[test]
 fn invalid_input_exits_2_with_the_field_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let manifest = dir.path().join("bad.yaml");
