@@ -147,7 +147,7 @@ pub async fn run(
         streams.clone(),
         shutdown.clone(),
     ));
-    let machine = machine::Machine::detect();
+    let machine = machine::Machine::detect(&config.data_dir);
     let node = register_with_retries(&client, &machine, &config, &mut shutdown).await;
     let node = match node {
         Ok(Some(node)) => node,

@@ -8,6 +8,9 @@ pub struct Machine {
     pub cpus: usize,
     /// MemTotal in KiB.
     pub memory_kib: u64,
+    /// The size of the filesystem holding the data directory, in KiB: kubelet reports its
+    /// root directory's filesystem as the node's `ephemeral-storage`.
+    pub storage_kib: u64,
     pub kernel_version: String,
     pub os_image: String,
     pub machine_id: String,
@@ -17,7 +20,8 @@ pub struct Machine {
 }
 
 impl Machine {
-    pub fn detect() -> Machine {
+    /// The host's facts; storage is that of the filesystem `data_dir` is on.
+    pub fn detect(data_dir: &Path) -> Machine {
         let read = |p: &str| {
             std::fs::read_to_string(Path::new(p))
                 .map(|s| s.trim().to_string())
@@ -29,6 +33,7 @@ impl Machine {
                 .ok()
                 .and_then(|s| mem_total_kib(&s))
                 .unwrap_or(0),
+            storage_kib: filesystem_kib(data_dir).unwrap_or(0),
             kernel_version: read("/proc/sys/kernel/osrelease"),
             os_image: std::fs::read_to_string("/etc/os-release")
                 .ok()
@@ -39,6 +44,19 @@ impl Machine {
             architecture: go_arch(std::env::consts::ARCH).to_string(),
         }
     }
+}
+
+/// The total size of the filesystem `path` is on (its nearest existing ancestor's), in KiB.
+fn filesystem_kib(path: &Path) -> Option<u64> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let st = nix::sys::statvfs::statvfs(existing).ok()?;
+    let bytes = widen(st.blocks())?.checked_mul(widen(st.fragment_size())?)?;
+    Some(bytes / 1024)
+}
+
+/// A C unsigned integer (as wide as u64 or narrower, by platform) as u64.
+fn widen<T: TryInto<u64>>(v: T) -> Option<u64> {
+    v.try_into().ok()
 }
 
 /// `MemTotal:  16326428 kB` → 16326428.
@@ -87,8 +105,9 @@ mod tests {
 
     #[test]
     fn detects_this_machine() {
-        let m = Machine::detect();
+        let m = Machine::detect(Path::new("/tmp/does-not-exist-kbatch/data"));
         assert!(m.cpus >= 1);
         assert!(m.memory_kib > 0, "MemTotal read from /proc/meminfo");
+        assert!(m.storage_kib > 0, "the size of the filesystem /tmp is on");
     }
 }

@@ -40,6 +40,10 @@ pub fn allocatable(machine: &Machine, config: &ExecutorConfig) -> BTreeMap<Strin
         "memory".to_string(),
         Quantity(format!("{}Ki", machine.memory_kib)),
     );
+    resources.insert(
+        "ephemeral-storage".to_string(),
+        Quantity(format!("{}Ki", machine.storage_kib)),
+    );
     resources.insert("pods".to_string(), Quantity(config.max_pods.to_string()));
     resources
 }
@@ -303,6 +307,7 @@ mod tests {
         Machine {
             cpus: 4,
             memory_kib: 1024,
+            storage_kib: 4096,
             kernel_version: "6.1.0".into(),
             os_image: "Debian".into(),
             machine_id: "abc".into(),
@@ -320,6 +325,7 @@ mod tests {
         assert_eq!(cap["cpu"].0, "4");
         assert_eq!(cap["memory"].0, "1024Ki");
         assert_eq!(cap["pods"].0, "110");
+        assert_eq!(cap["ephemeral-storage"].0, "4096Ki");
         assert_eq!(s.allocatable, s.capacity);
         let port = |s: &NodeStatus| {
             s.daemon_endpoints
