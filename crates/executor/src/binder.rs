@@ -175,6 +175,20 @@ impl PodIndex {
         self.active.len() + self.in_flight.len()
     }
 
+    /// What the node's other admitted pods request, and how many there are: what kubelet
+    /// admits pod `uid` against.
+    pub fn others(&self, uid: &str) -> (Requests, usize) {
+        let mut sum = Requests::default();
+        let mut count = 0;
+        for (other, r) in &self.active {
+            if other != uid {
+                sum.add(r);
+                count += 1;
+            }
+        }
+        (sum, count)
+    }
+
     /// What the node's pods (and those being bound) request.
     fn requested(&self) -> Requests {
         let mut sum = Requests::default();

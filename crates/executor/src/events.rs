@@ -180,6 +180,12 @@ impl NodeEvents {
         );
     }
 
+    /// kubelet refused the pod (its admission): the reason (`OutOfcpu`, `NodeAffinity`, …)
+    /// and message of its rejection.
+    pub fn rejected(&self, pod: &PodRef, reason: &str, message: &str) {
+        self.kubelet.warning(pod.object(None), reason, message);
+    }
+
     /// A volume of the pod that could not be set up (`FailedMount`, about the pod).
     pub fn failed_mount(&self, pod: &PodRef, message: &str) {
         self.kubelet

@@ -461,7 +461,7 @@ fn taint_toleration_filter(pod: &Pod, node: &Node) -> Result<(), Unfit> {
     Ok(())
 }
 
-fn tolerations(pod: &Pod) -> &[Toleration] {
+pub(crate) fn tolerations(pod: &Pod) -> &[Toleration] {
     pod.spec
         .as_ref()
         .and_then(|s| s.tolerations.as_deref())
@@ -471,7 +471,7 @@ fn tolerations(pod: &Pod) -> &[Toleration] {
 /// `Toleration.ToleratesTaint`: an empty effect or key matches any; `Equal` (or no operator)
 /// compares values, `Exists` matches any value. `Lt`/`Gt` need the
 /// TaintTolerationComparisonOperators gate, alpha and off in 1.37, so they match nothing.
-fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+pub(crate) fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     let effect = toleration.effect.as_deref().unwrap_or("");
     if !effect.is_empty() && effect != taint.effect {
         return false;
@@ -559,7 +559,7 @@ fn node_affinity_filter(pod: &Pod, node: &Node) -> Result<(), Unfit> {
     }
 }
 
-fn required_affinity_matches(pod: &Pod, node: &Node) -> bool {
+pub(crate) fn required_affinity_matches(pod: &Pod, node: &Node) -> bool {
     let empty = BTreeMap::new();
     let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
     let selector = pod.spec.as_ref().and_then(|s| s.node_selector.as_ref());

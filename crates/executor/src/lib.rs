@@ -8,6 +8,7 @@
 //! streaming endpoint (`streaming`, kubelet's `/exec`) runs commands in running containers for
 //! `pods/exec`, which the API server proxies to it.
 
+mod admit;
 mod backoff;
 mod binder;
 mod env;

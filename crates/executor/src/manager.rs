@@ -244,12 +244,39 @@ impl Manager {
                 self.keep_finished(done, deleting);
             }
             None => {
+                if let Some(rejection) = self.admission(&pod) {
+                    let m = &pod.metadata;
+                    let done = Finished {
+                        uid: uid.clone(),
+                        namespace: m.namespace.clone().unwrap_or_default(),
+                        name: m.name.clone().unwrap_or_default(),
+                    };
+                    let (client, events) = (self.ctx.client.clone(), self.ctx.events.clone());
+                    self.reports
+                        .spawn(reject(client, events, done.clone(), rejection));
+                    self.keep_finished(done, deleting);
+                    return;
+                }
                 let (tx, rx) = watch::channel(pod);
                 self.workers.insert(uid, tx);
                 self.tasks
                     .spawn(worker::run(self.ctx.clone(), rx, self.shutdown.clone()));
             }
         }
+    }
+
+    /// kubelet's admission of a pod new on the node: `Some` when it must not run (a pod the
+    /// scheduler placed always fits; one bound by `spec.nodeName` may not).
+    fn admission(&self, pod: &Pod) -> Option<crate::admit::Rejection> {
+        let node = self.node.as_deref()?;
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let (requested, pod_count) = self.index.others(uid);
+        let info = crate::fit::NodeInfo {
+            node,
+            requested: &requested,
+            pod_count,
+        };
+        crate::admit::admit(pod, &info).err()
     }
 
     /// A worker wrote its pod's terminal status: the pod now only waits to be deleted.
@@ -322,6 +349,32 @@ impl Manager {
                 (c.uid, result)
             });
         }
+    }
+}
+
+/// Fail a pod kubelet's admission refused, as kubelet's `rejectPod` does: its status
+/// Failed with the reason and `Pod was rejected: …`, and a Warning event with the reason.
+async fn reject(
+    client: kube::Client,
+    events: NodeEvents,
+    pod: Finished,
+    rejection: crate::admit::Rejection,
+) {
+    tracing::info!(pod = %pod.name, reason = %rejection.reason, "pod rejected");
+    let pod_ref = PodRef {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+    };
+    events.rejected(&pod_ref, &rejection.reason, &rejection.message);
+    let api: Api<Pod> = Api::namespaced(client, &pod.namespace);
+    let patch = crate::admit::rejected_status_patch(&pod.uid, &rejection);
+    let params = kube::api::PatchParams::default();
+    if let Err(e) = api
+        .patch_status(&pod.name, &params, &kube::api::Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(pod = %pod.name, error = %e, "writing a rejected pod's status");
     }
 }
 

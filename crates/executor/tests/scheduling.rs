@@ -220,3 +220,41 @@ async fn the_api_server_marks_a_pod_created_with_gates_as_gated() {
     assert_eq!(scheduled_condition(&plain), None);
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_placed_by_node_name_that_does_not_fit_is_rejected_by_the_node() {
+    let c = Cluster::start().await;
+    let greedy = json!({"nodeName": "kbatch-node", "containers": [{"name": "main",
+        "image": "busybox", "command": ["sleep", "30"],
+        "resources": {"requests": {"cpu": "100000"}}}]});
+    c.create(sleeper("placed", greedy)).await;
+    let p = c.wait_phase("placed", "Failed", 15).await;
+    let status = p.status.as_ref().expect("status");
+    assert_eq!(status.reason.as_deref(), Some("OutOfcpu"));
+    let message = status.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 100000000, \
+             used: 0, capacity: "
+        ),
+        "{message}"
+    );
+    assert!(status.container_statuses.is_none(), "never started");
+    let event = eventually(Duration::from_secs(10), "an OutOfcpu event", || async {
+        events_of(&c, "placed")
+            .await
+            .into_iter()
+            .find(|(r, _)| r == "OutOfcpu")
+            .map(|(_, m)| m)
+    })
+    .await;
+    assert_eq!(
+        Some(event.as_str()),
+        message.strip_prefix("Pod was rejected: ")
+    );
+    // One that fits runs.
+    let fits = json!({"nodeName": "kbatch-node"});
+    c.create(sleeper("placed-ok", fits)).await;
+    wait_bound(&c, "placed-ok").await;
+    c.shutdown().await;
+}
