@@ -198,7 +198,7 @@ impl PodIndex {
         sum
     }
 
-    /// Whether slot `c` is due for an attempt now.
+    /// Whether candidate `c` is due for an attempt now.
     fn due(&self, c: &Candidate, now: Instant) -> bool {
         if self.in_flight.contains_key(&c.uid)
             || self.retry_at.get(&c.uid).is_some_and(|t| *t > now)
