@@ -224,10 +224,11 @@ impl PodIndex {
         node: Option<&Node>,
         now: Instant,
     ) -> (Vec<Candidate>, Vec<NotBound>) {
-        let Some(node) = node else {
+        let mut room = max_pods.saturating_sub(self.used());
+        // Called after every pod event: nothing to sum up when nothing can be bound.
+        let Some(node) = node.filter(|_| room > 0 && !self.unscheduled.is_empty()) else {
             return (Vec::new(), Vec::new());
         };
-        let mut room = max_pods.saturating_sub(self.used());
         let mut requested = self.requested();
         let mut pod_count = self.used();
         let mut bind = Vec::new();

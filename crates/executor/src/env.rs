@@ -121,11 +121,11 @@ pub struct Objects {
 }
 
 impl Objects {
-    fn config_map(&self, name: &str) -> Fetched<&ConfigMap> {
+    pub(crate) fn config_map(&self, name: &str) -> Fetched<&ConfigMap> {
         fetched(self.config_maps.get(name))
     }
 
-    fn secret(&self, name: &str) -> Fetched<&Secret> {
+    pub(crate) fn secret(&self, name: &str) -> Fetched<&Secret> {
         fetched(self.secrets.get(name))
     }
 }
@@ -244,7 +244,13 @@ pub fn command_error(container: &Container) -> Option<ConfigError> {
 /// kubelet's errors for a missing object: its object managers report NotFound for the
 /// singular resource (`configmap "NAME" not found`, `secret "NAME" not found`).
 fn not_found(resource: &str, name: &str) -> ConfigError {
-    ConfigError(format!("{resource} {name:?} not found"))
+    ConfigError(not_found_message(resource, name))
+}
+
+/// The API's NotFound for the singular resource, which kubelet's object managers pass on
+/// (for env and volumes alike).
+pub(crate) fn not_found_message(resource: &str, name: &str) -> String {
+    format!("{resource} {} not found", kbatch_api::field::quote(name))
 }
 
 /// The environment and argv of `container`, or the configuration error that stops it, as

@@ -70,7 +70,7 @@ pub fn set_up(
     pass: Pass,
 ) -> Result<(), SetUpError> {
     let uid = pod.metadata.uid.as_deref().unwrap_or("");
-    let covered = |v: &&Volume| pass == Pass::All || mount::kind(v) == Kind::Api;
+    let covered = |v: &&Volume| pass == Pass::All || mount::kind(v).is_api();
     for v in mount::volumes(pod).iter().filter(covered) {
         set_up_one(pod, v, pods_dir, uid, objects, allocatable).map_err(|message| SetUpError {
             volume: v.name.clone(),
@@ -82,9 +82,7 @@ pub fn set_up(
 
 /// Whether the pod has volumes whose files come from the API (and are kept up to date).
 pub fn has_api_volumes(pod: &Pod) -> bool {
-    mount::volumes(pod)
-        .iter()
-        .any(|v| mount::kind(v) == Kind::Api)
+    mount::volumes(pod).iter().any(|v| mount::kind(v).is_api())
 }
 
 fn set_up_one(
@@ -104,7 +102,7 @@ fn set_up_one(
                 .map_err(|e| format!("chmod {}: {e}", dir.display()))
         }
         (Kind::HostPath { path, type_ }, _) => check_host_path(&path, &type_),
-        (Kind::Api, Some(dir)) => {
+        (Kind::Api { .. }, Some(dir)) => {
             let Some(files) = payload::payload(pod, v, objects, allocatable)? else {
                 return Err(mount::unsupported_message(v));
             };

@@ -28,11 +28,17 @@ pub enum Kind {
     EmptyDir,
     /// A path of the host, with its `type` check.
     HostPath { path: PathBuf, type_: String },
-    /// Files written from the API (configMap, secret, downwardAPI, projected): kubelet mounts
-    /// them read-only.
-    Api,
+    /// Files written from the API (configMap, secret, downwardAPI, projected), under the
+    /// plugin's directory: kubelet mounts them read-only.
+    Api { plugin: &'static str },
     /// A volume source this node cannot provide (its field name).
     Unsupported(&'static str),
+}
+
+impl Kind {
+    pub fn is_api(&self) -> bool {
+        matches!(self, Kind::Api { .. })
+    }
 }
 
 /// The kind of `v`.
@@ -44,12 +50,16 @@ pub fn kind(v: &Volume) -> Kind {
             path: PathBuf::from(&h.path),
             type_: h.type_.clone().unwrap_or_default(),
         }
-    } else if v.config_map.is_some()
-        || v.secret.is_some()
-        || v.downward_api.is_some()
-        || v.projected.is_some()
-    {
-        Kind::Api
+    } else if v.config_map.is_some() {
+        Kind::Api { plugin: CONFIG_MAP }
+    } else if v.secret.is_some() {
+        Kind::Api { plugin: SECRET }
+    } else if v.downward_api.is_some() {
+        Kind::Api {
+            plugin: DOWNWARD_API,
+        }
+    } else if v.projected.is_some() {
+        Kind::Api { plugin: PROJECTED }
     } else {
         Kind::Unsupported(unsupported_source(v))
     }
@@ -87,20 +97,11 @@ pub fn volumes(pod: &Pod) -> &[Volume] {
 
 /// Where volume `v` of pod `uid` lives on the host (`None`: it cannot be provided).
 pub fn volume_dir(pods_dir: &Path, uid: &str, v: &Volume) -> Option<PathBuf> {
-    let plugin = if v.empty_dir.is_some() {
-        EMPTY_DIR
-    } else if let Some(h) = &v.host_path {
-        return Some(PathBuf::from(&h.path));
-    } else if v.config_map.is_some() {
-        CONFIG_MAP
-    } else if v.secret.is_some() {
-        SECRET
-    } else if v.downward_api.is_some() {
-        DOWNWARD_API
-    } else if v.projected.is_some() {
-        PROJECTED
-    } else {
-        return None;
+    let plugin = match kind(v) {
+        Kind::EmptyDir => EMPTY_DIR,
+        Kind::HostPath { path, .. } => return Some(path),
+        Kind::Api { plugin } => plugin,
+        Kind::Unsupported(_) => return None,
     };
     Some(
         pods_dir
@@ -169,7 +170,7 @@ pub fn container_mounts(
             volume: vm.name.clone(),
             source,
             target: absolute(&vm.mount_path),
-            read_only: vm.read_only.unwrap_or(false) || kind(volume) == Kind::Api,
+            read_only: vm.read_only.unwrap_or(false) || kind(volume).is_api(),
             sub_path_of,
         });
     }

@@ -7,7 +7,7 @@
 //! its FailedMount event; a downwardAPI or projected volume reports all its failures at once,
 //! as an aggregate (`[first, second]`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use kbatch_api::field::quote;
 use kbatch_api::k8s_openapi::api::core::v1::{
@@ -116,10 +116,10 @@ fn config_map_files(
     optional: bool,
 ) -> Result<Payload, String> {
     let empty = ConfigMap::default();
-    let config_map = match lookup(&objects.config_maps, name) {
+    let config_map = match objects.config_map(name) {
         Fetched::Found(c) => c,
         Fetched::NotFound if optional => &empty,
-        Fetched::NotFound => return Err(not_found("configmap", name)),
+        Fetched::NotFound => return Err(env::not_found_message("configmap", name)),
         Fetched::Failed(message) => return Err(message),
     };
     let Some(items) = items.filter(|i| !i.is_empty()) else {
@@ -154,10 +154,10 @@ fn secret_files(
     optional: bool,
 ) -> Result<Payload, String> {
     let empty = Secret::default();
-    let secret = match lookup(&objects.secrets, name) {
+    let secret = match objects.secret(name) {
         Fetched::Found(s) => s,
         Fetched::NotFound if optional => &empty,
-        Fetched::NotFound => return Err(not_found("secret", name)),
+        Fetched::NotFound => return Err(env::not_found_message("secret", name)),
         Fetched::Failed(message) => return Err(message),
     };
     let data = secret.data.iter().flatten();
@@ -190,20 +190,6 @@ fn mapped_keys(
         payload.insert(item.path.clone(), file(data, mode));
     }
     Ok(payload)
-}
-
-/// The API's NotFound for the singular resource, which kubelet's object managers pass on.
-fn not_found(resource: &str, name: &str) -> String {
-    format!("{resource} {} not found", quote(name))
-}
-
-/// An object as read: a name that was not read counts as not found.
-fn lookup<'a, T>(map: &'a HashMap<String, Fetched<T>>, name: &str) -> Fetched<&'a T> {
-    match map.get(name) {
-        Some(Fetched::Found(object)) => Fetched::Found(object),
-        Some(Fetched::Failed(message)) => Fetched::Failed(message.clone()),
-        Some(Fetched::NotFound) | None => Fetched::NotFound,
-    }
 }
 
 fn file(data: Vec<u8>, mode: i32) -> FileProjection {
