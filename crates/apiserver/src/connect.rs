@@ -1,9 +1,12 @@
-//! `pods/exec` and `pods/attach`, as kube-apiserver's `ExecREST` and `AttachREST` connect
-//! them: the pod and container are resolved (a pod of one container needs none named), the
-//! pod must be on a node, and the client's upgrade request goes to that node's kubelet
-//! endpoint — its InternalIP and `status.daemonEndpoints.kubeletEndpoint.Port` — at kubelet's
-//! `/exec/...` or `/attach/{namespace}/{pod}/{container}`, the streams asked for as `input`,
-//! `output`, `error` and `tty` (upstream's `streamLocation`). Once both sides have switched
+//! `pods/exec`, `pods/attach` and `pods/portforward`, as kube-apiserver's `ExecREST`,
+//! `AttachREST` and `PortForwardREST` connect them: the pod and container are resolved (a pod
+//! of one container needs none named; a port-forward names none), the pod must be on a node,
+//! and the client's upgrade request goes to that node's kubelet endpoint — its InternalIP and
+//! `status.daemonEndpoints.kubeletEndpoint.Port` — at kubelet's `/exec/...` or
+//! `/attach/{namespace}/{pod}/{container}`, the streams asked for as `input`, `output`,
+//! `error` and `tty` (upstream's `streamLocation`), or at `/portForward/{namespace}/{pod}`
+//! with the options' `ports` as `port` (`PortForwardLocation`; the node serves SPDY, SPDY
+//! tunnelled through WebSocket and the WebSocket channel protocol itself). Once both sides have switched
 //! protocols the bytes are copied both ways untouched (upstream's `UpgradeAwareHandler`); an
 //! answer other than a switch is passed back as it came.
 
@@ -32,6 +35,9 @@ const UPGRADE_HEADERS: &[HeaderName] = &[
     header::SEC_WEBSOCKET_EXTENSIONS,
 ];
 
+/// SPDY's protocol negotiation, forwarded too.
+const STREAM_PROTOCOL_VERSION: &str = "x-stream-protocol-version";
+
 /// Which connection to the container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Connect {
@@ -39,6 +45,8 @@ pub enum Connect {
     Exec,
     /// Join the container's own stdin and output (`PodAttachOptions`).
     Attach,
+    /// Connections to the pod's ports (`PodPortForwardOptions`).
+    PortForward,
 }
 
 impl Connect {
@@ -47,6 +55,7 @@ impl Connect {
         match self {
             Connect::Exec => "exec",
             Connect::Attach => "attach",
+            Connect::PortForward => "portforward",
         }
     }
 
@@ -54,6 +63,7 @@ impl Connect {
         match sub {
             "exec" => Some(Connect::Exec),
             "attach" => Some(Connect::Attach),
+            "portforward" => Some(Connect::PortForward),
             _ => None,
         }
     }
@@ -194,7 +204,34 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
     has(&header::CONNECTION, "upgrade") && headers.contains_key(header::UPGRADE)
 }
 
-/// Serves one `pods/exec` or `pods/attach` request.
+/// `PodPortForwardOptions` from the query (`ports`, repeated or comma-separated, each a
+/// 16-bit unsigned number: upstream's `Convert_Slice_string_To_Slice_int32`) as kubelet's query
+/// has them (`port`); one that does not parse is a 400 in the conversion's words.
+pub fn port_forward_query(raw: Option<&str>) -> Result<String, ApiError> {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        if k != "ports" {
+            continue;
+        }
+        for p in v.split(',') {
+            let port: u16 = p.parse().map_err(|_| {
+                // strconv.ParseUint(p, 10, 16)'s two errors.
+                let why = if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) {
+                    "value out of range"
+                } else {
+                    "invalid syntax"
+                };
+                ApiError::bad_request(format!(
+                    "cannot convert to []int32: strconv.ParseUint: parsing {p:?}: {why}"
+                ))
+            })?;
+            q.append_pair("port", &port.to_string());
+        }
+    }
+    Ok(q.finish())
+}
+
+/// Serves one `pods/exec`, `pods/attach` or `pods/portforward` request.
 pub async fn connect(
     st: &ServerState,
     t: &Target,
@@ -204,7 +241,13 @@ pub async fn connect(
     let res = t.resource;
     let name = t.name.clone().unwrap_or_default();
     let ns = t.namespace.clone().unwrap_or_default();
-    let mut opts = ExecOptions::from_query(req.uri().query())?;
+    let (mut opts, forward_query) = match what {
+        Connect::PortForward => (
+            ExecOptions::default(),
+            port_forward_query(req.uri().query())?,
+        ),
+        _ => (ExecOptions::from_query(req.uri().query())?, String::new()),
+    };
     if what == Connect::Attach {
         opts.command.clear();
     }
@@ -213,7 +256,10 @@ pub async fn connect(
         .get(&res.key(&ns, &name))
         .ok_or_else(|| ApiError::not_found(res.plural, res.group, &name))?;
     let pod = crate::handlers::parse_stored(&obj)?;
-    let container = container_for(&pod, &name, opts.container.as_deref())?;
+    let container = match what {
+        Connect::PortForward => None,
+        _ => Some(container_for(&pod, &name, opts.container.as_deref())?),
+    };
     let node_name = pod
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
@@ -235,14 +281,17 @@ pub async fn connect(
         return Err(ApiError::bad_request("Upgrade request required"));
     }
 
-    let path = format!(
-        "/{}/{}/{}/{}?{}",
-        what.subresource(),
-        enc(&ns),
-        enc(&name),
-        enc(&container),
-        opts.kubelet_query()
-    );
+    let path = match &container {
+        Some(container) => format!(
+            "/{}/{}/{}/{}?{}",
+            what.subresource(),
+            enc(&ns),
+            enc(&name),
+            enc(container),
+            opts.kubelet_query()
+        ),
+        None => format!("/portForward/{}/{}?{forward_query}", enc(&ns), enc(&name)),
+    };
     let stream = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
         .map_err(|e| ApiError::internal(format!("error dialing backend: {e}")))?;
@@ -263,6 +312,9 @@ pub async fn connect(
         for v in req.headers().get_all(h) {
             out = out.header(h, v);
         }
+    }
+    for v in req.headers().get_all(STREAM_PROTOCOL_VERSION) {
+        out = out.header(STREAM_PROTOCOL_VERSION, v);
     }
     let out = out
         .body(Body::empty())
@@ -316,6 +368,33 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
     use serde_json::json;
+
+    #[test]
+    fn port_forward_options_as_upstreams_conversion_reads_them() {
+        assert_eq!(
+            port_forward_query(Some("ports=80&ports=81,8080")).unwrap(),
+            "port=80&port=81&port=8080"
+        );
+        assert_eq!(port_forward_query(None).unwrap(), "");
+        for (q, message) in [
+            (
+                "ports=http",
+                "cannot convert to []int32: strconv.ParseUint: parsing \"http\": invalid syntax",
+            ),
+            (
+                "ports=80,70000",
+                "cannot convert to []int32: strconv.ParseUint: parsing \"70000\": value out \
+                 of range",
+            ),
+            (
+                "ports=-1",
+                "cannot convert to []int32: strconv.ParseUint: parsing \"-1\": invalid syntax",
+            ),
+        ] {
+            let e = port_forward_query(Some(q)).unwrap_err();
+            assert_eq!((e.code, e.message.as_str()), (400, message), "{q}");
+        }
+    }
 
     #[test]
     fn options_from_the_query_and_kubelets_form_of_them() {

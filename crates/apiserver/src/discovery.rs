@@ -108,6 +108,7 @@ fn subresource_kind(r: &Resource, sub: &str) -> &'static str {
         "binding" => "Binding",
         "attach" => "PodAttachOptions",
         "exec" => "PodExecOptions",
+        "portforward" => "PodPortForwardOptions",
         _ => r.kind_name,
     }
 }

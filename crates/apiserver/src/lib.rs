@@ -321,9 +321,9 @@ async fn dispatch(st: &ServerState, req: Request) -> Response {
         }
         _ => {}
     }
-    // pods/exec and pods/attach need the whole request: the connection they upgrade comes
-    // with it.
-    if (path.ends_with("/exec") || path.ends_with("/attach"))
+    // pods/exec, pods/attach and pods/portforward need the whole request: the connection
+    // they upgrade comes with it.
+    if (path.ends_with("/exec") || path.ends_with("/attach") || path.ends_with("/portforward"))
         && let Ok(Route::Resource(t)) = request::route(&path)
         && let Some(what) = t
             .subresource

@@ -123,7 +123,12 @@ pub fn reported_verb(method: &Method, t: &Target, q: &Query, content_type: &str)
         || (t.name.is_none()
             && q.get("watch").and_then(crate::request::parse_go_bool) == Some(true));
     // A streaming subresource is a connect (upstream's installer action `CONNECT`).
-    if t.name.is_some() && matches!(t.subresource.as_deref(), Some("exec" | "attach")) {
+    if t.name.is_some()
+        && matches!(
+            t.subresource.as_deref(),
+            Some("exec" | "attach" | "portforward")
+        )
+    {
         return "CONNECT";
     }
     match (method.as_str(), t.name.is_some()) {

@@ -76,6 +76,7 @@ pub static RESOURCES: &[Resource] = &[
             ("ephemeralcontainers", STATUS_VERBS),
             ("exec", &["create", "get"]),
             ("log", &["get"]),
+            ("portforward", &["create", "get"]),
             ("status", STATUS_VERBS),
         ],
         storage: "pods",

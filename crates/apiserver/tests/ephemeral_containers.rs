@@ -409,6 +409,7 @@ async fn discovery_and_openapi_list_the_subresource() {
             "pods/ephemeralcontainers",
             "pods/exec",
             "pods/log",
+            "pods/portforward",
             "pods/status"
         ]
     );

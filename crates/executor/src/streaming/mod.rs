@@ -1,7 +1,7 @@
-//! The node's streaming endpoint, kubelet's `/exec` and `/attach`: the API server's `pods/exec`
-//! and `pods/attach` proxy the client's upgrade request here, to the port the Node reports as
-//! `status.daemonEndpoints.kubeletEndpoint.Port`, and the session runs between this server and
-//! the client. Upstream's kubelet hands a WebSocket request to its runtime's streaming server
+//! The node's streaming endpoint, kubelet's `/exec`, `/attach` and `/portForward`: the API
+//! server's `pods/exec`, `pods/attach` and `pods/portforward` proxy the client's upgrade
+//! request here, to the port the Node reports as `status.daemonEndpoints.kubeletEndpoint.Port`,
+//! and the session runs between this server and the client. Upstream's kubelet hands a WebSocket request to its runtime's streaming server
 //! (and kube-apiserver translates a v5 client's WebSocket to SPDY first); kbatch's node speaks
 //! the WebSocket remote-command protocols, v5 included, itself.
 //!
@@ -20,15 +20,21 @@
 //! session has a TTY is the container's `tty`, not the request's (only stderr follows the
 //! request's `tty`), as kubelet decides it.
 //!
+//! `GET` or `POST /portForward/{namespace}/{pod}` (or with the pod UID) forwards connections to
+//! the pod's ports (`portforward`): SPDY, SPDY tunnelled through WebSocket, or the WebSocket
+//! channel protocol.
+//!
 //! `GET /metrics/resource` is kubelet's resource metrics (`resource_metrics`), what
 //! metrics-server scrapes: the node's and the running containers' CPU and memory in the
 //! Prometheus text format.
 
 mod attach;
 mod exec;
+mod portforward;
 mod registry;
 mod resource_metrics;
 mod session;
+mod spdy;
 mod status;
 mod ws;
 
@@ -104,6 +110,9 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
             if req.uri().path() == resource_metrics::PATH {
                 return Ok::<_, Infallible>(resource_metrics::serve(shared.registry.clone()).await);
             }
+            if req.uri().path().starts_with(portforward::PATH_PREFIX) {
+                return Ok(portforward::handle(req, &shared));
+            }
             Ok(handle(req, &shared))
         }
     });
@@ -155,13 +164,7 @@ fn parse_path(path: &str) -> Option<(Kind, Target)> {
     } else {
         (Kind::Attach, path.strip_prefix("/attach/")?)
     };
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8()
-            .ok()
-            .map(|s| s.into_owned())
-            .filter(|s| !s.is_empty())
-    };
+    let decode = path_segment;
     let parts: Vec<&str> = rest.split('/').collect();
     let (ns, pod, uid, container) = match parts.as_slice() {
         [ns, pod, container] => (ns, pod, None, container),
@@ -212,6 +215,48 @@ fn parse_options(kind: Kind, query: Option<&str>) -> Result<Options, &'static st
         return Err("you must specify at least one command for the container");
     }
     Ok(o)
+}
+
+/// Whether the request asks to switch to WebSocket.
+fn is_websocket(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"))
+        && has_token(headers, header::CONNECTION, "upgrade")
+}
+
+/// Go's WebSocket server's checks of the handshake, in its words: the `Sec-WebSocket-Accept`
+/// for the client's key, or the refusal.
+fn websocket_accept(headers: &HeaderMap) -> Result<HeaderValue, Box<Response<Full<Bytes>>>> {
+    if headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        != Some("13")
+    {
+        let mut resp = text(StatusCode::BAD_REQUEST, "missing or bad WebSocket Version");
+        resp.headers_mut().insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        return Err(Box::new(resp));
+    }
+    headers
+        .get(header::SEC_WEBSOCKET_KEY)
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.trim().is_empty())
+        .and_then(|k| HeaderValue::from_str(&ws::accept_key(k)).ok())
+        .ok_or_else(|| Box::new(text(StatusCode::BAD_REQUEST, "mismatch challenge/response")))
+}
+
+/// A path segment, percent-decoded; `None` when empty or not UTF-8.
+fn path_segment(s: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+        .filter(|s| !s.is_empty())
 }
 
 /// Whether one of the comma-separated values of `name` is `token` (case-insensitive).
@@ -285,12 +330,7 @@ fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> 
         }
     };
     let headers = req.headers();
-    let websocket = headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"))
-        && has_token(headers, header::CONNECTION, "upgrade");
-    if !websocket {
+    if !is_websocket(headers) {
         // kubelet would take it for SPDY, which this node does not speak.
         let message = if headers.contains_key("X-Stream-Protocol-Version") {
             "unable to upgrade: this node serves exec streams over WebSocket only\n"
@@ -299,32 +339,12 @@ fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> 
         };
         return text(StatusCode::BAD_REQUEST, message);
     }
-    // Go's WebSocket server's checks and words.
-    if headers
-        .get(header::SEC_WEBSOCKET_VERSION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        != Some("13")
-    {
-        let mut resp = text(StatusCode::BAD_REQUEST, "missing or bad WebSocket Version");
-        resp.headers_mut().insert(
-            header::SEC_WEBSOCKET_VERSION,
-            HeaderValue::from_static("13"),
-        );
-        return resp;
-    }
-    let Some(key) = headers
-        .get(header::SEC_WEBSOCKET_KEY)
-        .and_then(|v| v.to_str().ok())
-        .filter(|k| !k.trim().is_empty())
-    else {
-        return text(StatusCode::BAD_REQUEST, "mismatch challenge/response");
+    let accept = match websocket_accept(headers) {
+        Ok(a) => a,
+        Err(refusal) => return *refusal,
     };
     let Ok((name, protocol)) = negotiate(headers) else {
         return text(StatusCode::FORBIDDEN, "");
-    };
-    let Ok(accept) = HeaderValue::from_str(&ws::accept_key(key)) else {
-        return text(StatusCode::BAD_REQUEST, "mismatch challenge/response");
     };
     tracing::debug!(
         namespace = %target.namespace, pod = %target.pod, container = %target.container,

@@ -200,6 +200,14 @@ impl Registry {
             .collect()
     }
 
+    /// The UID of pod `namespace/name`, when it is bound to this node.
+    pub fn pod_uid(&self, namespace: &str, name: &str) -> Option<String> {
+        self.lock()
+            .names
+            .get(&format!("{namespace}/{name}"))
+            .cloned()
+    }
+
     /// The running container `container` of pod `namespace/pod` (of UID `uid`, when given:
     /// kubelet's URLs may name it).
     pub fn find(

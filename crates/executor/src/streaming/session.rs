@@ -91,6 +91,21 @@ impl Out {
     }
 }
 
+/// Start a connection's one writer: what is sent through the `Out` (and its clones) goes out
+/// in order, framed as `protocol` frames its messages, until the last `Out` is dropped.
+pub fn writer<W>(w: W, protocol: Protocol) -> (Out, JoinHandle<()>)
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(OUT_QUEUE);
+    let writer = tokio::spawn(write_frames(w, rx));
+    let out = Out {
+        tx,
+        base64: protocol.base64(),
+    };
+    (out, writer)
+}
+
 /// Writes the frames until the channel closes or a close frame is written (nothing may follow
 /// one).
 async fn write_frames<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Vec<u8>>) {
@@ -135,12 +150,7 @@ where
     /// an empty message on the lowest channel it writes.
     pub async fn open(io: S, protocol: Protocol, stdout: bool, stderr: bool) -> Conn<S> {
         let (rd, wr) = tokio::io::split(io);
-        let (tx, rx) = mpsc::channel(OUT_QUEUE);
-        let writer = tokio::spawn(write_frames(wr, rx));
-        let out = Out {
-            tx,
-            base64: protocol.base64(),
-        };
+        let (out, writer) = writer(wr, protocol);
         let first = if stdout {
             STDOUT
         } else if stderr {
