@@ -4,8 +4,9 @@
 //! reported Unschedulable (its `PodScheduled` condition and a `FailedScheduling` event, with the
 //! scheduler's message) and tried again, with the scheduler's back-off, once something it
 //! depends on has changed; a pod with scheduling gates waits, reported `SchedulingGated`. The
-//! node holds at most `max_pods` non-terminal pods (counting bindings in flight); beyond that,
-//! unscheduled pods wait, oldest first, until room frees up.
+//! node holds at most `max_pods` non-terminal pods (counting bindings in flight): a pod beyond
+//! that does not fit (`Too many pods`, the pods resource of the Node's allocatable) and is
+//! reported and retried like any other, once a pod leaves.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -27,6 +28,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// An unschedulable pod is tried again after this even if nothing changed
 /// (`podMaxInUnschedulablePodsDuration`).
 const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(300);
+/// While the node is full, the pods waiting for it are looked at this often (new ones at
+/// once): none can be bound, only told so.
+const FULL_NODE_RECHECK: Duration = Duration::from_secs(1);
 
 /// An unscheduled pod to bind.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +85,10 @@ pub struct PodIndex {
     /// Counts changes that may let an unschedulable pod fit: a pod leaving the node, the
     /// node changing.
     generation: u64,
+    /// An unscheduled pod arrived or changed since the last look.
+    arrived: bool,
+    /// While the node is full, when the waiting pods are looked at again.
+    full_recheck_at: Option<Instant>,
 }
 
 /// Pods the default scheduler would place (kbatch's executor acts as that scheduler).
@@ -132,6 +140,7 @@ impl PodIndex {
                 },
             );
             self.order_of.insert(uid, order);
+            self.arrived = true;
             return;
         }
         self.drop_candidate(&uid);
@@ -143,7 +152,8 @@ impl PodIndex {
             self.active
                 .entry(uid)
                 .or_insert_with(|| requests.unwrap_or_else(|| fit::pod_requests(pod)));
-        } else if self.active.remove(&uid).is_some() {
+        } else if self.active.remove(&uid).is_some() || requests.is_some() {
+            // It left the node (or was seen bound only once finished).
             self.generation += 1;
         }
     }
@@ -225,18 +235,23 @@ impl PodIndex {
         now: Instant,
     ) -> (Vec<Candidate>, Vec<NotBound>) {
         let mut room = max_pods.saturating_sub(self.used());
-        // Called after every pod event: nothing to sum up when nothing can be bound.
-        let Some(node) = node.filter(|_| room > 0 && !self.unscheduled.is_empty()) else {
+        let Some(node) = node.filter(|_| !self.unscheduled.is_empty()) else {
             return (Vec::new(), Vec::new());
         };
+        // Called after every pod event: a full node binds nothing, so the waiting pods are
+        // looked at (to be told so) when new ones came and at most once a second otherwise.
+        if room == 0 {
+            if !self.arrived && self.full_recheck_at.is_some_and(|t| now < t) {
+                return (Vec::new(), Vec::new());
+            }
+            self.full_recheck_at = Some(now + FULL_NODE_RECHECK);
+        }
+        self.arrived = false;
         let mut requested = self.requested();
         let mut pod_count = self.used();
         let mut bind = Vec::new();
         let mut report = Vec::new();
         for c in self.unscheduled.values() {
-            if room == 0 {
-                break;
-            }
             if !self.due(c, now) {
                 continue;
             }
@@ -250,6 +265,9 @@ impl PodIndex {
                 pod_count,
             };
             match fit::filter(&c.pod, &info) {
+                // The executor's capacity and the Node's allocatable pods disagree (the Node
+                // not yet updated): the pod waits for its place without a word.
+                Ok(()) if room == 0 => {}
                 Ok(()) => {
                     let r = fit::pod_requests(&c.pod);
                     requested.add(&r);
@@ -436,9 +454,13 @@ mod tests {
     }
 
     fn node() -> Node {
+        node_with_pods(110)
+    }
+
+    fn node_with_pods(pods: usize) -> Node {
         serde_json::from_value(json!({
             "metadata": {"name": "n", "labels": {"kubernetes.io/hostname": "n"}},
-            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}
+            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": pods.to_string()}}
         }))
         .unwrap()
     }
@@ -471,7 +493,8 @@ mod tests {
         );
         let (first, report) = idx.take_bindable(2, Some(&n), now);
         assert_eq!(names(&first), vec!["a", "b"]);
-        assert!(report.is_empty(), "a full node is no reason to report");
+        // The Node (110 pods) has not caught up with the capacity: the others wait unreported.
+        assert!(report.is_empty());
         // In flight counts against the capacity.
         assert!(idx.take_bindable(2, Some(&n), now).0.is_empty());
         idx.bind_done("uid-a", true, now);
@@ -485,6 +508,41 @@ mod tests {
         // A deleted pod frees its place too.
         idx.forget("uid-b");
         assert_eq!(names(&idx.take_bindable(2, Some(&n), now).0), vec!["d"]);
+    }
+
+    #[test]
+    fn pods_beyond_the_nodes_capacity_are_told_too_many_pods_and_wait_for_a_place() {
+        let now = Instant::now();
+        let n = node_with_pods(2);
+        let mut idx = PodIndex::default();
+        for (name, second) in [("a", 1), ("b", 2), ("c", 3)] {
+            let created = format!("2024-01-01T00:00:0{second}Z");
+            idx.observe(&pod(name, &created, "", "Pending"), "n");
+        }
+        let too_many = "0/1 nodes are available: 1 Too many pods. no new claims to deallocate, \
+                        preemption: 0/1 nodes are available: 1 No preemption victims found for \
+                        incoming pod.";
+        let (bind, report) = idx.take_bindable(2, Some(&n), now);
+        assert_eq!(names(&bind), vec!["a", "b"]);
+        assert_eq!(reported(&report), vec![("c", too_many)]);
+        // Nothing new: the full node is not looked at again within the second.
+        let (bind, report) = idx.take_bindable(2, Some(&n), now);
+        assert!(bind.is_empty() && report.is_empty());
+        // A new pod is told at once; the one already told waits out its back-off.
+        idx.observe(&pod("d", "2024-01-01T00:00:04Z", "", "Pending"), "n");
+        let (bind, report) = idx.take_bindable(2, Some(&n), now);
+        assert!(bind.is_empty());
+        assert_eq!(reported(&report), vec![("d", too_many)]);
+        // A pod leaves: after their back-off the oldest takes its place, the next is told
+        // again (its back-off doubled).
+        idx.bind_done("uid-a", true, now);
+        idx.observe(&pod("a", "2024-01-01T00:00:01Z", "n", "Succeeded"), "n");
+        let half = now + Duration::from_millis(500);
+        assert!(idx.take_bindable(2, Some(&n), half).0.is_empty());
+        assert_eq!(idx.next_retry(), Some(now + BACKOFF_FIRST));
+        let (bind, report) = idx.take_bindable(2, Some(&n), now + BACKOFF_FIRST);
+        assert_eq!(names(&bind), vec!["c"]);
+        assert_eq!(reported(&report), vec![("d", too_many)]);
     }
 
     #[test]

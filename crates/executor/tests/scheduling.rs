@@ -2,7 +2,8 @@
 //! when it fits as the default scheduler's filters decide (resources, node selector and
 //! affinity, taints, a cordoned node); one that does not stays Pending with the scheduler's
 //! `PodScheduled` condition and `FailedScheduling` event, and is bound once what kept it out
-//! changes. A pod with scheduling gates waits, `SchedulingGated`, until they are removed.
+//! changes (a pod beyond the node's `max_pods` too: `Too many pods`). A pod with scheduling
+//! gates waits, `SchedulingGated`, until they are removed.
 
 mod common;
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use kbatch_api::k8s_openapi::api::core::v1::{Node, Pod};
+use kbatch_executor::RuntimeKind;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -121,6 +123,27 @@ async fn a_pod_that_does_not_fit_waits_until_resources_free_up() {
         scheduled_condition(&p).map(|(s, _, _)| s).as_deref(),
         Some("True")
     );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_beyond_max_pods_is_told_too_many_pods_and_runs_once_one_leaves() {
+    let c = Cluster::start_with(RuntimeKind::Process, 2).await;
+    c.create(sleeper("one", json!({}))).await;
+    c.create(sleeper("two", json!({}))).await;
+    wait_bound(&c, "one").await;
+    wait_bound(&c, "two").await;
+    c.create(sleeper("three", json!({}))).await;
+    let expected = "0/1 nodes are available: 1 Too many pods. no new claims to deallocate, \
+                    preemption: 0/1 nodes are available: 1 No preemption victims found for \
+                    incoming pod.";
+    assert_eq!(
+        wait_not_scheduled(&c, "three", "Unschedulable").await,
+        expected
+    );
+    assert_eq!(failed_scheduling(&c, "three").await, expected);
+    c.delete("one").await;
+    wait_bound(&c, "three").await;
     c.shutdown().await;
 }
 
