@@ -10,14 +10,52 @@
 //! Attached sessions (`kubectl attach`) get the output live as well, from the moment they
 //! attach: each is a tap on the run's log, sent each piece after it is in the file.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use kbatch_api::podlog::{MAX_RECORD_CONTENT, Stream, encode_record};
+use kbatch_api::podlog::{self, MAX_RECORD_CONTENT, Selection, Stream, encode_record};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
+
+/// How many of a run's last log lines, and of their last bytes, make a termination message
+/// when it falls back to the logs (kubelet's `MaxContainerTerminationMessageLogLines` and
+/// `MaxContainerTerminationMessageLogLength`).
+const TERMINATION_LOG_LINES: u64 = 80;
+const TERMINATION_LOG_BYTES: usize = 2048;
+/// The part of the file's end read for it: the last 80 records' last 2 KiB of content lie
+/// within it (a record's framing is ~45 bytes, its content at most `MAX_RECORD_CONTENT`).
+const TERMINATION_LOG_WINDOW: u64 = 64 * 1024;
+
+/// kubelet's termination message from a run's log (`FallbackToLogsOnError`): its last 80
+/// lines, of those the last 2,048 bytes. `None` when the run logged nothing.
+pub fn termination_message_from_log(path: &Path) -> Option<String> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let start = len.saturating_sub(TERMINATION_LOG_WINDOW);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut data = Vec::new();
+    f.read_to_end(&mut data).ok()?;
+    if start > 0 {
+        // The window began inside a record.
+        let cut = data
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(data.len(), |p| p + 1);
+        data.drain(..cut);
+    }
+    let selection = Selection {
+        tail_lines: Some(TERMINATION_LOG_LINES),
+        ..Selection::default()
+    };
+    let out = podlog::render(&data, &selection);
+    if out.is_empty() {
+        return None;
+    }
+    let tail = &out[out.len().saturating_sub(TERMINATION_LOG_BYTES)..];
+    Some(String::from_utf8_lossy(tail).into_owned())
+}
 
 /// An attached session's share of a run's output: each piece as read, with its stream.
 pub type Tap = mpsc::Sender<(Stream, Bytes)>;
@@ -175,6 +213,38 @@ pub async fn pump(mut reader: impl AsyncRead + Unpin, stream: Stream, file: LogF
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_termination_message_is_the_logs_last_80_lines_at_most_2_kib() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        assert_eq!(termination_message_from_log(&path), None, "no file");
+        let t: jiff::Timestamp = "2024-01-01T00:00:00Z".parse().unwrap();
+        let mut data = Vec::new();
+        for i in 0..100 {
+            let stream = if i % 2 == 0 {
+                Stream::Stdout
+            } else {
+                Stream::Stderr
+            };
+            encode_record(t, stream, false, format!("l{i}").as_bytes(), &mut data);
+        }
+        std::fs::write(&path, &data).unwrap();
+        let expected: String = (20..100).map(|i| format!("l{i}\n")).collect();
+        assert_eq!(termination_message_from_log(&path), Some(expected));
+        // Long lines: only the last 2,048 bytes, even from far into a large file.
+        let mut data = Vec::new();
+        for i in 0..200 {
+            let line = format!("{i:04}").repeat(250);
+            encode_record(t, Stream::Stdout, false, line.as_bytes(), &mut data);
+        }
+        std::fs::write(&path, &data).unwrap();
+        let m = termination_message_from_log(&path).unwrap();
+        assert_eq!(m.len(), 2048);
+        assert!(m.ends_with("0199\n"), "{}", &m[m.len() - 10..]);
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(termination_message_from_log(&path), None, "an empty log");
+    }
 
     fn split(chunks: &[&[u8]]) -> Vec<(bool, Vec<u8>)> {
         let mut s = LineSplitter::default();

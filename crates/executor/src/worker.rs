@@ -1610,14 +1610,35 @@ impl Worker {
                 podlog::container_id(&self.uid, &slot.record.name, run),
             ),
         };
-        slot.record.state = RunState::Terminated(Terminated::exited(
+        let mut terminated = Terminated::exited(
             exit.exit_code,
             exit.signal,
             started_at,
             exit.finished_at,
             container_id,
-        ));
+        );
         slot.exited_at = Some(std::time::Instant::now());
+        // No message file is offered at terminationMessagePath: the message is the log's
+        // tail when the policy falls back to it and the run failed, as kubelet's with an
+        // empty file.
+        let container = slot.record.name.clone();
+        let falls_back = self.container_spec(i).is_some_and(|c| {
+            c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
+        });
+        if falls_back && exit.exit_code != 0 {
+            let log_dir = self.config().log_dir();
+            let path = podlog::log_file(
+                &log_dir,
+                &self.namespace,
+                &self.name,
+                &self.uid,
+                &container,
+                run,
+            );
+            terminated.message = crate::logs::termination_message_from_log(&path);
+        }
+        let slot = &mut self.slots[i];
+        slot.record.state = RunState::Terminated(terminated);
         for p in &mut slot.probes {
             p.container_stopped();
         }

@@ -81,6 +81,44 @@ async fn nonzero_exit_fails_with_its_code() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_containers_log_tail_is_its_message_when_the_policy_falls_back_to_logs() {
+    let c = Cluster::start().await;
+    let script = "for i in $(seq 1 100); do echo line $i; done; echo boom >&2; exit 3";
+    let mut p = pod("tail", &["sh", "-c", script], "Never");
+    p["spec"]["containers"][0]["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    c.create(p).await;
+    // The same, but succeeding: no message; and with the default policy (File): none either.
+    let mut ok = pod("tail-ok", &["sh", "-c", "echo fine"], "Never");
+    ok["spec"]["containers"][0]["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    c.create(ok).await;
+    c.create(pod("file", &["sh", "-c", "echo boom; exit 3"], "Never"))
+        .await;
+    let terminated = |p: &kbatch_api::k8s_openapi::api::core::v1::Pod| {
+        status_of(p, "main")
+            .state
+            .clone()
+            .and_then(|s| s.terminated)
+            .expect("terminated")
+    };
+    let t = terminated(&c.wait_phase("tail", "Failed", 10).await);
+    let expected: String = (22..=100)
+        .map(|i| format!("line {i}\n"))
+        .chain(["boom\n".to_string()])
+        .collect();
+    assert_eq!(
+        t.message.as_deref(),
+        Some(expected.as_str()),
+        "the last 80 lines"
+    );
+    assert_eq!(t.reason.as_deref(), Some("Error"));
+    let t = terminated(&c.wait_phase("tail-ok", "Succeeded", 10).await);
+    assert_eq!(t.message, None);
+    let t = terminated(&c.wait_phase("file", "Failed", 10).await);
+    assert_eq!(t.message, None);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn env_field_refs_and_expansion_reach_the_process() {
     let c = Cluster::start().await;
     c.create(json!({
