@@ -6,7 +6,9 @@
 //! depends on has changed; a pod with scheduling gates waits, reported `SchedulingGated`. The
 //! node holds at most `max_pods` non-terminal pods (counting bindings in flight): a pod beyond
 //! that does not fit (`Too many pods`, the pods resource of the Node's allocatable) and is
-//! reported and retried like any other, once a pod leaves.
+//! reported as such, once; kept out by that alone, it takes the next place that frees up,
+//! oldest first, without the scheduler's back-off (on one machine a Job wider than the node
+//! would otherwise crawl at one pod per back-off).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -46,8 +48,9 @@ pub struct Candidate {
 pub enum NotBound {
     /// It has scheduling gates.
     Gated(Candidate),
-    /// It does not fit: the scheduler's message.
-    Unschedulable(Candidate, String),
+    /// It does not fit: the scheduler's message, and whether only the node's pod capacity
+    /// keeps it out.
+    Unschedulable(Candidate, String, bool),
 }
 
 /// Oldest first, then by namespace and name.
@@ -64,6 +67,9 @@ struct Attempt {
     gated: bool,
     /// The pod itself changed since.
     pod_changed: bool,
+    /// Only the node's pod capacity kept it out (`Too many pods`): it was told, and is tried
+    /// again as soon as there is room.
+    full_node: bool,
 }
 
 impl Attempt {
@@ -252,7 +258,17 @@ impl PodIndex {
         let mut bind = Vec::new();
         let mut report = Vec::new();
         for c in self.unscheduled.values() {
-            if !self.due(c, now) {
+            let told_full = self
+                .attempts
+                .get(&c.uid)
+                .is_some_and(|a| a.full_node && !a.pod_changed);
+            // Told that the node is full: waits for a place, without a back-off.
+            let skip = if told_full {
+                room == 0 || self.in_flight.contains_key(&c.uid)
+            } else {
+                !self.due(c, now)
+            };
+            if skip {
                 continue;
             }
             if fit::scheduling_gated(&c.pod) {
@@ -276,8 +292,9 @@ impl PodIndex {
                     bind.push((c.clone(), r));
                 }
                 Err(unfit) => {
+                    let full_node = unfit.reasons.iter().all(|r| r == fit::REASON_TOO_MANY_PODS);
                     let message = fit::fit_error_message(&c.pod, &unfit);
-                    report.push(NotBound::Unschedulable(c.clone(), message));
+                    report.push(NotBound::Unschedulable(c.clone(), message, full_node));
                 }
             }
         }
@@ -286,10 +303,18 @@ impl PodIndex {
             self.retry_at.remove(&c.uid);
             self.attempts.remove(&c.uid);
         }
+        // A pod told once that the node is full is not told again while it stays so.
+        report.retain(|n| match n {
+            NotBound::Unschedulable(c, _, true) => self
+                .attempts
+                .get(&c.uid)
+                .is_none_or(|a| !a.full_node || a.pod_changed),
+            _ => true,
+        });
         for n in &report {
-            let (uid, gated) = match n {
-                NotBound::Gated(c) => (&c.uid, true),
-                NotBound::Unschedulable(c, _) => (&c.uid, false),
+            let (uid, gated, full_node) = match n {
+                NotBound::Gated(c) => (&c.uid, true, false),
+                NotBound::Unschedulable(c, _, full_node) => (&c.uid, false, *full_node),
             };
             let backoff = self
                 .attempts
@@ -304,6 +329,7 @@ impl PodIndex {
                     backoff,
                     gated,
                     pod_changed: false,
+                    full_node,
                 },
             );
         }
@@ -340,7 +366,7 @@ impl PodIndex {
 pub fn not_bound_patch(n: &NotBound, now: jiff::Timestamp) -> Option<serde_json::Value> {
     let (c, reason, message) = match n {
         NotBound::Gated(c) => (c, fit::SCHEDULING_GATED, fit::SCHEDULING_GATED_MESSAGE),
-        NotBound::Unschedulable(c, m) => (c, fit::UNSCHEDULABLE, m.as_str()),
+        NotBound::Unschedulable(c, m, _) => (c, fit::UNSCHEDULABLE, m.as_str()),
     };
     let current = c
         .pod
@@ -381,9 +407,9 @@ pub fn not_bound_patch(n: &NotBound, now: jiff::Timestamp) -> Option<serde_json:
 /// condition when that changed, and for an unschedulable pod a `FailedScheduling` event.
 pub async fn report(client: kube::Client, events: crate::events::NodeEvents, n: NotBound) {
     let c = match &n {
-        NotBound::Gated(c) | NotBound::Unschedulable(c, _) => c,
+        NotBound::Gated(c) | NotBound::Unschedulable(c, _, _) => c,
     };
-    if let NotBound::Unschedulable(c, message) = &n {
+    if let NotBound::Unschedulable(c, message, _) = &n {
         tracing::debug!(pod = %c.name, %message, "pod does not fit");
         let pod = crate::events::PodRef {
             namespace: c.namespace.clone(),
@@ -473,7 +499,7 @@ mod tests {
         r.iter()
             .map(|n| match n {
                 NotBound::Gated(c) => (c.name.as_str(), "gated"),
-                NotBound::Unschedulable(c, m) => (c.name.as_str(), m.as_str()),
+                NotBound::Unschedulable(c, m, _) => (c.name.as_str(), m.as_str()),
             })
             .collect()
     }
@@ -528,21 +554,30 @@ mod tests {
         // Nothing new: the full node is not looked at again within the second.
         let (bind, report) = idx.take_bindable(2, Some(&n), now);
         assert!(bind.is_empty() && report.is_empty());
-        // A new pod is told at once; the one already told waits out its back-off.
+        // A new pod is told at once; the one already told is not told again.
         idx.observe(&pod("d", "2024-01-01T00:00:04Z", "", "Pending"), "n");
         let (bind, report) = idx.take_bindable(2, Some(&n), now);
         assert!(bind.is_empty());
         assert_eq!(reported(&report), vec![("d", too_many)]);
-        // A pod leaves: after their back-off the oldest takes its place, the next is told
-        // again (its back-off doubled).
+        let later = now + FULL_NODE_RECHECK;
+        let (bind, report) = idx.take_bindable(2, Some(&n), later);
+        assert!(bind.is_empty() && report.is_empty(), "{report:?}");
+        // A pod leaves: the oldest waiting takes its place at once (no back-off for a full
+        // node), and the next is not told again.
         idx.bind_done("uid-a", true, now);
         idx.observe(&pod("a", "2024-01-01T00:00:01Z", "n", "Succeeded"), "n");
-        let half = now + Duration::from_millis(500);
-        assert!(idx.take_bindable(2, Some(&n), half).0.is_empty());
-        assert_eq!(idx.next_retry(), Some(now + BACKOFF_FIRST));
-        let (bind, report) = idx.take_bindable(2, Some(&n), now + BACKOFF_FIRST);
+        let (bind, report) = idx.take_bindable(2, Some(&n), later);
         assert_eq!(names(&bind), vec!["c"]);
-        assert_eq!(reported(&report), vec![("d", too_many)]);
+        assert!(report.is_empty(), "{report:?}");
+        // Another pod that does not fit for another reason as well is told with back-off.
+        idx.observe(&cpu("e", "2024-01-01T00:00:05Z", "", 3000), "n");
+        let (_, report) = idx.take_bindable(2, Some(&n), later);
+        assert_eq!(report.len(), 1);
+        assert!(
+            reported(&report)[0]
+                .1
+                .contains("1 Insufficient cpu, 1 Too many pods")
+        );
     }
 
     #[test]
@@ -656,7 +691,7 @@ mod tests {
             pod: p,
         };
         let fresh = c(pod("p", "2024-01-01T00:00:01Z", "", "Pending"));
-        let patch = not_bound_patch(&NotBound::Unschedulable(fresh, "m1".into()), now)
+        let patch = not_bound_patch(&NotBound::Unschedulable(fresh, "m1".into(), false), now)
             .expect("a first patch");
         assert_eq!(
             patch,
@@ -672,10 +707,13 @@ mod tests {
         with.status = Some(serde_json::from_value(status).unwrap());
         let with = Arc::new(with);
         assert_eq!(
-            not_bound_patch(&NotBound::Unschedulable(c(with.clone()), "m1".into()), now),
+            not_bound_patch(
+                &NotBound::Unschedulable(c(with.clone()), "m1".into(), false),
+                now
+            ),
             None
         );
-        let changed = not_bound_patch(&NotBound::Unschedulable(c(with), "m2".into()), now)
+        let changed = not_bound_patch(&NotBound::Unschedulable(c(with), "m2".into(), false), now)
             .expect("a changed message");
         assert_eq!(
             changed["status"]["conditions"][0]["lastTransitionTime"], "2023-01-01T00:00:00Z",
