@@ -15,6 +15,7 @@ pub mod lean;
 pub mod names;
 pub mod podlog;
 pub mod quantity;
+pub mod quantity_text;
 pub mod strategy;
 pub mod validation;
 

@@ -15,6 +15,7 @@ use kbatch_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     MicroTime, ObjectMeta, OwnerReference, Time,
 };
+use kbatch_api::quantity_text;
 use kube::api::{Api, PostParams};
 
 use crate::machine::Machine;
@@ -32,17 +33,52 @@ pub const KUBELET_VERSION: &str = concat!("v1.37.0-kbatch.", env!("CARGO_PKG_VER
 /// The address pods and the node report (every pod shares the host's network).
 pub const HOST_IP: &str = "127.0.0.1";
 
-/// The Node's capacity, all of it allocatable (nothing is reserved for the system).
+/// kubelet's default hard eviction thresholds, which its allocatable sets aside:
+/// `memory.available<100Mi` and `nodefs.available<10%` (a Go float32, as the threshold keeps
+/// its percentage). Nothing is reserved for the system or kubelet (`--system-reserved` and
+/// `--kube-reserved` unset).
+const EVICTION_MEMORY_BYTES: u64 = 100 << 20;
+const EVICTION_NODEFS_SHARE: f32 = 0.1;
+
+/// The machine: cores, memory, the data dir's filesystem, and `max_pods`.
+pub fn capacity(machine: &Machine, config: &ExecutorConfig) -> BTreeMap<String, Quantity> {
+    resources(
+        machine,
+        config,
+        machine.memory_kib * 1024,
+        machine.storage_kib * 1024,
+    )
+}
+
+/// The capacity less the hard eviction thresholds, as kubelet's `GetNodeAllocatableReservation`
+/// computes it.
 pub fn allocatable(machine: &Machine, config: &ExecutorConfig) -> BTreeMap<String, Quantity> {
+    let memory = machine.memory_kib * 1024;
+    let storage = machine.storage_kib * 1024;
+    let storage_reserved = (storage as f64 * f64::from(EVICTION_NODEFS_SHARE)) as u64;
+    resources(
+        machine,
+        config,
+        memory.saturating_sub(EVICTION_MEMORY_BYTES),
+        storage.saturating_sub(storage_reserved),
+    )
+}
+
+fn resources(
+    machine: &Machine,
+    config: &ExecutorConfig,
+    memory: u64,
+    storage: u64,
+) -> BTreeMap<String, Quantity> {
     let mut resources = BTreeMap::new();
     resources.insert("cpu".to_string(), Quantity(machine.cpus.to_string()));
     resources.insert(
         "memory".to_string(),
-        Quantity(format!("{}Ki", machine.memory_kib)),
+        Quantity(quantity_text::memory(memory)),
     );
     resources.insert(
         "ephemeral-storage".to_string(),
-        Quantity(format!("{}Ki", machine.storage_kib)),
+        Quantity(quantity_text::memory(storage)),
     );
     resources.insert("pods".to_string(), Quantity(config.max_pods.to_string()));
     resources
@@ -56,7 +92,8 @@ pub fn node_status(
     now: Timestamp,
     previous: Option<&NodeStatus>,
 ) -> NodeStatus {
-    let resources = allocatable(machine, config);
+    let capacity = capacity(machine, config);
+    let allocatable = allocatable(machine, config);
     let now_time = Time(time::seconds(now));
     let condition = |type_: &str, status: &str, reason: &str, message: &str| {
         let transition = previous
@@ -79,8 +116,8 @@ pub fn node_status(
         RuntimeKind::Simulate => "simulate",
     };
     NodeStatus {
-        capacity: Some(resources.clone()),
-        allocatable: Some(resources),
+        capacity: Some(capacity),
+        allocatable: Some(allocatable),
         conditions: Some(vec![
             condition(
                 "MemoryPressure",
@@ -323,10 +360,24 @@ mod tests {
         let s = node_status(&machine(), &config, t0, None);
         let cap = s.capacity.clone().unwrap();
         assert_eq!(cap["cpu"].0, "4");
-        assert_eq!(cap["memory"].0, "1024Ki");
+        assert_eq!(cap["memory"].0, "1Mi");
         assert_eq!(cap["pods"].0, "110");
-        assert_eq!(cap["ephemeral-storage"].0, "4096Ki");
-        assert_eq!(s.allocatable, s.capacity);
+        assert_eq!(cap["ephemeral-storage"].0, "4Mi");
+        // The hard eviction thresholds are set aside: 100Mi of memory (more than this
+        // machine has), 10% of the storage.
+        let alloc = s.allocatable.clone().unwrap();
+        assert_eq!(alloc["cpu"].0, "4");
+        assert_eq!(alloc["memory"].0, "0");
+        assert_eq!(alloc["ephemeral-storage"].0, "3774874");
+        assert_eq!(alloc["pods"].0, "110");
+        let big = Machine {
+            memory_kib: 8_148_008,
+            storage_kib: 20_466_256,
+            ..machine()
+        };
+        let alloc = allocatable(&big, &config);
+        assert_eq!(alloc["memory"].0, "8045608Ki");
+        assert_eq!(alloc["ephemeral-storage"].0, "18861701499");
         let port = |s: &NodeStatus| {
             s.daemon_endpoints
                 .as_ref()

@@ -6,10 +6,10 @@
 //!
 //! `decode`: kubelet's text into points; `storage`: the last two points and the usage;
 //! `scrape`: the loop; `serve`: the HTTP reads; `table`: their Tables for `kubectl get`;
-//! `format`: Go's quantity and duration text.
+//! `format` (kbatch-api's `quantity_text`): Go's quantity text.
 
 pub mod decode;
-pub mod format;
+pub use kbatch_api::quantity_text as format;
 pub mod scrape;
 pub mod serve;
 pub mod storage;

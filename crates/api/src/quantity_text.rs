@@ -1,6 +1,6 @@
-//! The metrics API's values as Go writes them: `resource.Quantity` (metrics-server's CPU in
-//! nanocores at scale -9, DecimalSI; memory in bytes, BinarySI). Durations are
-//! `kbatch_cron::format_go_duration`.
+//! Amounts written as Go's `resource.Quantity` writes them (its canonical form): CPU in
+//! nanocores at scale -9, DecimalSI, and bytes, BinarySI — what metrics-server serves and what
+//! kubelet reports as a Node's memory and storage.
 
 /// CPU usage in nanocores, as metrics-server's `uint64Quantity(v, DecimalSI, -9)` serializes.
 pub fn cpu(nanocores: u64) -> String {
