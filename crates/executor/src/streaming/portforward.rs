@@ -518,7 +518,7 @@ where
                 Frame::SynStream {
                     stream, headers, ..
                 } => {
-                    let accepted = accept_stream(stream, &headers);
+                    let accepted = accept_stream(&headers);
                     let reply = encoder.syn_reply(stream, accepted.is_err(), &[]);
                     frames.send(reply).await;
                     let (kind, port) = match accepted {
@@ -636,8 +636,7 @@ enum StreamKind {
 }
 
 /// kubelet's checks of a new stream's headers (`httpStreamReceived`).
-fn accept_stream(stream: u32, headers: &spdy::Headers) -> Result<(StreamKind, u16), String> {
-    let _ = stream;
+fn accept_stream(headers: &spdy::Headers) -> Result<(StreamKind, u16), String> {
     let port = spdy::header(headers, "port").unwrap_or("");
     if port.is_empty() {
         return Err("\"port\" header is required".to_string());
@@ -813,19 +812,19 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            accept_stream(1, &h(&[("streamtype", "data"), ("port", "80")])),
+            accept_stream(&h(&[("streamtype", "data"), ("port", "80")])),
             Ok((StreamKind::Data, 80))
         );
         assert_eq!(
-            accept_stream(1, &h(&[("streamtype", "data")])),
+            accept_stream(&h(&[("streamtype", "data")])),
             Err("\"port\" header is required".into())
         );
         assert_eq!(
-            accept_stream(1, &h(&[("port", "80")])),
+            accept_stream(&h(&[("port", "80")])),
             Err("\"streamType\" header is required".into())
         );
         assert_eq!(
-            accept_stream(1, &h(&[("port", "80"), ("streamtype", "x")])),
+            accept_stream(&h(&[("port", "80"), ("streamtype", "x")])),
             Err("invalid stream type \"x\"".into())
         );
         // Without a requestID: the error stream's own id, the data stream's minus two.
