@@ -342,9 +342,8 @@ mod tests {
     use super::*;
 
     /// kubectl's first SYN_STREAM of a forwarded connection, as Go's framer writes it (its
-    /// header block compressed against the dictionary), arriving in pieces.
-    #[test]
-    fn a_syn_stream_compressed_as_go_writes_it() {
+    /// header block compressed against the dictionary).
+    fn go_syn_stream() -> Vec<u8> {
         let block = hex(
             "78f9e3c6a7c202253a703a2b294a4dcc851625aca9a0808614cb45e01c6061606100a4398b20d19809\
              4ade8c0600000000ffff",
@@ -355,6 +354,13 @@ mod tests {
         frame.extend_from_slice(&1u32.to_be_bytes());
         frame.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
         frame.extend_from_slice(&block);
+        frame
+    }
+
+    /// That frame, arriving in pieces.
+    #[test]
+    fn a_syn_stream_compressed_as_go_writes_it() {
+        let frame = go_syn_stream();
         let mut d = Decoder::new();
         let (first, rest) = frame.split_at(11);
         d.extend(first);
@@ -420,6 +426,43 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// Whatever a client sends, the decoder answers with frames or an error, never a panic:
+    /// random bytes, and random corruptions of a valid stream (header blocks included).
+    #[test]
+    fn random_input_never_panics() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let valid = go_syn_stream();
+        let mut d = Decoder::new();
+        d.extend(&valid);
+        assert!(matches!(d.next_frame(), Ok(Some(Frame::SynStream { .. }))));
+        for round in 0..20_000 {
+            let bytes: Vec<u8> = if round % 2 == 0 {
+                (0..next() % 200).map(|_| next() as u8).collect()
+            } else {
+                let mut v = valid.clone();
+                for _ in 0..1 + next() % 4 {
+                    let i = (next() as usize) % v.len();
+                    v[i] = next() as u8;
+                }
+                v
+            };
+            let mut d = Decoder::new();
+            d.extend(&bytes);
+            for _ in 0..16 {
+                match d.next_frame() {
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
     }
 
     #[test]
