@@ -211,6 +211,25 @@ async fn refusals_before_the_upgrade() {
             403,
             "",
         ),
+        // SPDY: a protocol it does not serve, then one without the upgrade headers.
+        (
+            exec_path("here", "main", &echo, &["output"]),
+            vec![
+                ("Connection", "Upgrade"),
+                ("Upgrade", "SPDY/3.1"),
+                ("X-Stream-Protocol-Version", "v9.channel.k8s.io"),
+            ],
+            403,
+            "unable to upgrade: unable to negotiate protocol: client supports \
+             [v9.channel.k8s.io], server accepts [v4.channel.k8s.io v3.channel.k8s.io \
+             v2.channel.k8s.io channel.k8s.io]\n",
+        ),
+        (
+            exec_path("here", "main", &echo, &["output"]),
+            vec![("X-Stream-Protocol-Version", "v4.channel.k8s.io")],
+            400,
+            "unable to upgrade: missing upgrade headers in request\n",
+        ),
     ];
     for (path, headers, status, body) in cases {
         let (got, head, got_body) = raw_request(port, &path, &headers).await;

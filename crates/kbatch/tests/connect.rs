@@ -1,5 +1,5 @@
-//! `kubectl exec` and `kubectl attach` (and `kubectl run -i`) against `kbatch up --executor
-//! process`: the API server checks the request and passes the upgraded connection to the
+//! `kubectl exec` and `kubectl attach` (and `kubectl run -i`), over WebSocket and over SPDY,
+//! against `kbatch up --executor process`: the API server checks the request and passes the upgraded connection to the
 //! node's kubelet endpoint, which runs the command beside the container's process, with its
 //! environment and working directory, or joins the container's own stdin and output.
 //!
@@ -19,6 +19,21 @@ use serde_json::json;
 fn kubectl(server: &Server, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
     let mut cmd = Command::new("kubectl");
     cmd.args(args).env("KUBECONFIG", server.kubeconfig());
+    let out = common::run_captured(cmd, stdin);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// kubectl speaking SPDY for exec and attach, as kubectl before 1.30 (and client-go's
+/// `SPDYExecutor`) does.
+fn kubectl_spdy(server: &Server, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    let mut cmd = Command::new("kubectl");
+    cmd.args(args)
+        .env("KUBECONFIG", server.kubeconfig())
+        .env("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", "false");
     let out = common::run_captured(cmd, stdin);
     (
         out.status.code().unwrap_or(-1),
@@ -122,6 +137,64 @@ async fn kubectl_exec_runs_in_the_containers_environment() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read_to_string(&back).expect("back"), "payload\n");
+}
+
+#[tokio::test]
+async fn kubectl_exec_and_attach_over_spdy() {
+    let server = Server::start_with(&["--executor", "process"]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _pods = running_pod(&server, "sp", dir.path()).await;
+
+    let (code, out, err) = kubectl_spdy(
+        &server,
+        &[
+            "exec",
+            "sp",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$GREETING\"; echo to-stderr >&2",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}\n{}", server.logs());
+    assert_eq!(out, "hello from the container\n");
+    assert!(err.contains("to-stderr"), "{err}");
+
+    // The exit code comes back in kubelet's v4 status.
+    let (code, _, err) = kubectl_spdy(&server, &["exec", "sp", "--", "sh", "-c", "exit 3"], None);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("command terminated with exit code 3"), "{err}");
+
+    // The end of the stdin stream closes the command's stdin.
+    let (code, out, err) = kubectl_spdy(
+        &server,
+        &["exec", "-i", "sp", "--", "cat"],
+        Some("line one\nline two\n"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "line one\nline two\n");
+
+    // attach (through `kubectl run -i`): stdin in, output back.
+    let (code, out, err) = kubectl_spdy(
+        &server,
+        &[
+            "run",
+            "-i",
+            "--rm",
+            "att",
+            "--image=busybox",
+            "--restart=Never",
+            "--command",
+            "--",
+            "sh",
+            "-c",
+            "read l; echo got:$l",
+        ],
+        Some("over spdy\n"),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("got:over spdy"), "{out}");
 }
 
 #[tokio::test]

@@ -122,7 +122,7 @@ pub async fn run<S>(
                         }
                     }
                     Incoming::Data(CLOSE, data)
-                        if protocol == Protocol::V5 && data.first() == Some(&STDIN) =>
+                        if protocol.closes_stdin() && data.first() == Some(&STDIN) =>
                     {
                         if let Some(f) = feed.take() {
                             end_stdin(f, attach.input.clone(), closes_stdin);

@@ -288,7 +288,7 @@ impl Process {
                     self.resize.feed(&payload, pty);
                 }
             }
-            CLOSE if protocol == Protocol::V5 && payload.first() == Some(&STDIN) => {
+            CLOSE if protocol.closes_stdin() && payload.first() == Some(&STDIN) => {
                 // Its input ends: the command reads EOF (with a TTY, nothing more is typed
                 // into the terminal).
                 self.stdin = None;

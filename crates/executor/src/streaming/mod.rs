@@ -1,9 +1,10 @@
 //! The node's streaming endpoint, kubelet's `/exec`, `/attach` and `/portForward`: the API
 //! server's `pods/exec`, `pods/attach` and `pods/portforward` proxy the client's upgrade
 //! request here, to the port the Node reports as `status.daemonEndpoints.kubeletEndpoint.Port`,
-//! and the session runs between this server and the client. Upstream's kubelet hands a WebSocket request to its runtime's streaming server
-//! (and kube-apiserver translates a v5 client's WebSocket to SPDY first); kbatch's node speaks
-//! the WebSocket remote-command protocols, v5 included, itself.
+//! and the session runs between this server and the client. Upstream's kubelet hands a
+//! WebSocket request to its runtime's streaming server (and kube-apiserver translates a v5
+//! client's WebSocket to SPDY first); kbatch's node speaks the WebSocket remote-command
+//! protocols, v5 included, itself, and SPDY (`spdy_exec`) for the clients that ask for it.
 //!
 //! `GET` or `POST /exec/{namespace}/{pod}/{container}` (or `.../{pod}/{uid}/{container}`), with
 //! kubelet's query: `command` (repeated, the argv), and `input`, `output`, `error`, `tty`, each
@@ -35,6 +36,7 @@ mod registry;
 mod resource_metrics;
 mod session;
 mod spdy;
+mod spdy_exec;
 mod status;
 mod ws;
 
@@ -217,6 +219,141 @@ fn parse_options(kind: Kind, query: Option<&str>) -> Result<Options, &'static st
     Ok(o)
 }
 
+/// An exec or attach session on `io`.
+async fn remote_command<S>(
+    io: S,
+    kind: Kind,
+    protocol: Protocol,
+    options: Options,
+    target: ExecTarget,
+    shutdown: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    match kind {
+        Kind::Exec => exec::run(io, protocol, options, target, shutdown).await,
+        Kind::Attach => {
+            let options = attach::Options {
+                stdin: options.stdin,
+                stdout: options.stdout,
+                stderr: options.stderr,
+            };
+            attach::run(io, protocol, options, target, shutdown).await;
+        }
+    }
+}
+
+/// Run `session` on the connection once the switch of protocols is answered.
+fn on_upgrade<F, Fut>(req: &mut Request<Incoming>, session: F)
+where
+    F: FnOnce(TokioIo<hyper::upgrade::Upgraded>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let upgrade = hyper::upgrade::on(req);
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(upgraded) => session(TokioIo::new(upgraded)).await,
+            Err(e) => tracing::debug!(error = %e, "upgrading a streaming connection"),
+        }
+    });
+}
+
+/// The comma-separated values of header `name`, trimmed, empty ones left out.
+fn header_list(headers: &HeaderMap, name: impl header::AsHeaderName) -> Vec<&str> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// kubelet's `httpstream.Handshake` and SPDY upgrader checks, in their words: the first
+/// protocol the client offers that `served` has, or the refusal.
+fn spdy_handshake(
+    headers: &HeaderMap,
+    served: &[&'static str],
+) -> Result<&'static str, Box<Response<Full<Bytes>>>> {
+    let offered = header_list(headers, "X-Stream-Protocol-Version");
+    if offered.is_empty() {
+        return Err(Box::new(text(
+            StatusCode::BAD_REQUEST,
+            "unable to upgrade: X-Stream-Protocol-Version is required\n",
+        )));
+    }
+    let Some(name) = offered
+        .iter()
+        .find_map(|o| served.iter().find(|s| *s == o).copied())
+    else {
+        let mut resp = text(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "unable to upgrade: unable to negotiate protocol: client supports [{}], server \
+                 accepts [{}]\n",
+                offered.join(" "),
+                served.join(" ")
+            ),
+        );
+        for p in served {
+            resp.headers_mut().append(
+                "X-Accepted-Stream-Protocol-Versions",
+                HeaderValue::from_static(p),
+            );
+        }
+        return Err(Box::new(resp));
+    };
+    let upgrade = headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("SPDY/3.1"))
+        && has_token(headers, header::CONNECTION, "upgrade");
+    if !upgrade {
+        return Err(Box::new(text(
+            StatusCode::BAD_REQUEST,
+            "unable to upgrade: missing upgrade headers in request\n",
+        )));
+    }
+    Ok(name)
+}
+
+/// The switch to SPDY speaking protocol `name`.
+fn spdy_switch(name: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
+    h.insert("X-Stream-Protocol-Version", HeaderValue::from_static(name));
+    resp
+}
+
+/// An exec or attach request that is not a WebSocket one: SPDY, as kubelet's
+/// `httpstream.Handshake` and SPDY upgrader take it (`spdy_exec`).
+fn spdy_upgrade(
+    mut req: Request<Incoming>,
+    kind: Kind,
+    options: Options,
+    target: ExecTarget,
+    shared: &Shared,
+) -> Response<Full<Bytes>> {
+    let served: Vec<&'static str> = spdy_exec::PROTOCOLS.iter().map(|p| p.0).collect();
+    let name = match spdy_handshake(req.headers(), &served) {
+        Ok(name) => name,
+        Err(refusal) => return *refusal,
+    };
+    let Some(&(_, format, resize)) = spdy_exec::PROTOCOLS.iter().find(|p| p.0 == name) else {
+        return text(StatusCode::INTERNAL_SERVER_ERROR, "");
+    };
+    tracing::debug!(?kind, protocol = name, command = ?options.command, "SPDY stream session");
+    let shutdown = shared.shutdown.clone();
+    on_upgrade(&mut req, move |io| {
+        spdy_exec::run(io, kind, format, resize, options, target, shutdown)
+    });
+    spdy_switch(name)
+}
+
 /// Whether the request asks to switch to WebSocket.
 fn is_websocket(headers: &HeaderMap) -> bool {
     headers
@@ -274,14 +411,7 @@ fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool
 /// Otherwise the first the client offered that kubelet serves, as Go's wsstream negotiates it; a
 /// client that offered none gets the unversioned channel protocol. `Err` when none is served.
 fn negotiate(headers: &HeaderMap) -> Result<(Option<&'static str>, Protocol), ()> {
-    let offered: Vec<&str> = headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
+    let offered = header_list(headers, header::SEC_WEBSOCKET_PROTOCOL);
     if offered.is_empty() {
         return Ok((None, Protocol::V1));
     }
@@ -331,13 +461,7 @@ fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> 
     };
     let headers = req.headers();
     if !is_websocket(headers) {
-        // kubelet would take it for SPDY, which this node does not speak.
-        let message = if headers.contains_key("X-Stream-Protocol-Version") {
-            "unable to upgrade: this node serves exec streams over WebSocket only\n"
-        } else {
-            "unable to upgrade: X-Stream-Protocol-Version is required\n"
-        };
-        return text(StatusCode::BAD_REQUEST, message);
+        return spdy_upgrade(req, kind, options, exec_target, shared);
     }
     let accept = match websocket_accept(headers) {
         Ok(a) => a,
@@ -351,39 +475,9 @@ fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> 
         command = ?options.command, protocol = name.unwrap_or(""), tty = options.tty,
         "{kind:?}"
     );
-    let upgrade = hyper::upgrade::on(&mut req);
     let shutdown = shared.shutdown.clone();
-    tokio::spawn(async move {
-        match upgrade.await {
-            Ok(upgraded) => match kind {
-                Kind::Exec => {
-                    exec::run(
-                        TokioIo::new(upgraded),
-                        protocol,
-                        options,
-                        exec_target,
-                        shutdown,
-                    )
-                    .await;
-                }
-                Kind::Attach => {
-                    let options = attach::Options {
-                        stdin: options.stdin,
-                        stdout: options.stdout,
-                        stderr: options.stderr,
-                    };
-                    attach::run(
-                        TokioIo::new(upgraded),
-                        protocol,
-                        options,
-                        exec_target,
-                        shutdown,
-                    )
-                    .await;
-                }
-            },
-            Err(e) => tracing::debug!(error = %e, "upgrading a streaming connection"),
-        }
+    on_upgrade(&mut req, move |io| {
+        remote_command(io, kind, protocol, options, exec_target, shutdown)
     });
     let mut resp = Response::new(Full::new(Bytes::new()));
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;

@@ -28,18 +28,21 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::session::{self, Protocol};
+use super::spdy::conn::{Frames, Source, write_out};
 use super::spdy::{self, Decoder, Encoder, Frame};
-use super::ws::{self, Message};
-use super::{Shared, has_token, is_websocket, path_segment, text, websocket_accept};
+use super::ws;
+use super::{
+    Shared, header_list, is_websocket, on_upgrade, path_segment, spdy_handshake, spdy_switch, text,
+    websocket_accept,
+};
 
 pub const PATH_PREFIX: &str = "/portForward/";
 /// The one port-forward protocol there is (`portforward.PortForwardProtocolV1Name`).
@@ -113,17 +116,6 @@ fn parse_port(s: &str) -> Result<u16, String> {
         .map_err(|_| format!("strconv.ParseUint: parsing {s:?}: value out of range"))
 }
 
-fn offered_protocols(headers: &HeaderMap) -> Vec<&str> {
-    headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
 /// How a session's bytes travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Way {
@@ -142,7 +134,7 @@ pub fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Byte
     }
     let headers = req.headers();
     let websocket = is_websocket(headers);
-    let offered = offered_protocols(headers);
+    let offered = header_list(headers, header::SEC_WEBSOCKET_PROTOCOL);
     let tunnel = websocket && offered.contains(&TUNNEL_PROTOCOL);
     let ports = if websocket && !tunnel {
         match websocket_ports(req.uri().query()) {
@@ -190,73 +182,23 @@ pub fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Byte
         }
         way
     } else {
-        // httpstream.Handshake, then the SPDY upgrader's checks.
-        let versions: Vec<&str> = headers
-            .get_all("X-Stream-Protocol-Version")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .collect();
-        if versions.is_empty() {
-            return text(
-                StatusCode::BAD_REQUEST,
-                "unable to upgrade: X-Stream-Protocol-Version is required\n",
-            );
+        match spdy_handshake(headers, &[PROTOCOL]) {
+            Ok(name) => resp = spdy_switch(name),
+            Err(refusal) => return *refusal,
         }
-        if !versions.contains(&PROTOCOL) {
-            let mut resp = text(
-                StatusCode::FORBIDDEN,
-                &format!(
-                    "unable to upgrade: unable to negotiate protocol: client supports [{}], \
-                     server accepts [{PROTOCOL}]\n",
-                    versions.join(" ")
-                ),
-            );
-            resp.headers_mut().insert(
-                "X-Accepted-Stream-Protocol-Versions",
-                HeaderValue::from_static(PROTOCOL),
-            );
-            return resp;
-        }
-        let spdy_upgrade = headers
-            .get(header::UPGRADE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("SPDY/3.1"))
-            && has_token(headers, header::CONNECTION, "upgrade");
-        if !spdy_upgrade {
-            return text(
-                StatusCode::BAD_REQUEST,
-                "unable to upgrade: missing upgrade headers in request\n",
-            );
-        }
-        let h = resp.headers_mut();
-        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-        h.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
-        h.insert(
-            "X-Stream-Protocol-Version",
-            HeaderValue::from_static(PROTOCOL),
-        );
         Way::Spdy
     };
     tracing::debug!(%namespace, pod = %name, ?way, ?ports, "port-forward");
     let pod = Pod { uid: pod_uid };
-    let upgrade = hyper::upgrade::on(&mut req);
     let shutdown = shared.shutdown.clone();
-    tokio::spawn(async move {
-        match upgrade.await {
-            Ok(upgraded) => {
-                let io = TokioIo::new(upgraded);
-                match way {
-                    Way::Spdy | Way::Tunnel => {
-                        spdy_session(io, way == Way::Tunnel, pod, shutdown).await;
-                    }
-                    Way::Channels(protocol) => {
-                        channel_session(io, protocol, ports, pod, shutdown).await;
-                    }
-                }
+    on_upgrade(&mut req, move |io| async move {
+        match way {
+            Way::Spdy | Way::Tunnel => {
+                spdy_session(io, way == Way::Tunnel, pod, shutdown).await;
             }
-            Err(e) => tracing::debug!(error = %e, "upgrading a port-forward connection"),
+            Way::Channels(protocol) => {
+                channel_session(io, protocol, ports, pod, shutdown).await;
+            }
         }
     });
     resp
@@ -371,24 +313,6 @@ async fn forward<S: Sink>(
 
 // ---- SPDY ----
 
-/// What goes to the client, in order, through the connection's one writer.
-enum Outgoing {
-    /// A SPDY frame (wrapped in a binary message when tunnelled).
-    Spdy(Vec<u8>),
-    /// A WebSocket control frame of the tunnel (a pong), as it is.
-    Raw(Vec<u8>),
-}
-
-/// SPDY frames to the client.
-#[derive(Clone)]
-struct Frames(mpsc::Sender<Outgoing>);
-
-impl Frames {
-    async fn send(&self, frame: Vec<u8>) -> bool {
-        self.0.send(Outgoing::Spdy(frame)).await.is_ok()
-    }
-}
-
 /// A pair's side of the client: its data and error streams.
 struct PairSink {
     frames: Frames,
@@ -418,67 +342,6 @@ struct Pair {
     data: Option<(u32, mpsc::Receiver<Bytes>)>,
     error: Option<u32>,
     created: Instant,
-}
-
-/// Writes what is queued until the queue closes, then ends the connection (with a normal
-/// close when tunnelled).
-async fn write_out<W: AsyncWrite + Unpin>(
-    mut w: W,
-    mut rx: mpsc::Receiver<Outgoing>,
-    tunneled: bool,
-) {
-    while let Some(item) = rx.recv().await {
-        let bytes = match item {
-            Outgoing::Spdy(frame) if tunneled => ws::frame(ws::OP_BINARY, &[&frame]),
-            Outgoing::Spdy(bytes) | Outgoing::Raw(bytes) => bytes,
-        };
-        if w.write_all(&bytes).await.is_err() {
-            return;
-        }
-        if rx.is_empty() && w.flush().await.is_err() {
-            return;
-        }
-    }
-    if tunneled {
-        let _ = w.write_all(&ws::close_frame(ws::CLOSE_NORMAL)).await;
-    }
-    let _ = w.flush().await;
-    let _ = w.shutdown().await;
-}
-
-/// The client's bytes: straight off the connection, or out of WebSocket messages.
-enum Source<R> {
-    Raw(R),
-    Tunnel(ws::Reader<R>, mpsc::Sender<Outgoing>),
-}
-
-impl<R: AsyncRead + Unpin> Source<R> {
-    /// The next bytes; `None` once the client is done.
-    async fn next(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
-        match self {
-            Source::Raw(r) => {
-                buf.resize(16 * 1024, 0);
-                match r.read(buf).await {
-                    Ok(0) | Err(_) => None,
-                    Ok(n) => Some(n),
-                }
-            }
-            Source::Tunnel(reader, pongs) => loop {
-                match reader.next().await {
-                    Ok(Some(Message::Data(data))) => {
-                        *buf = data;
-                        return Some(buf.len());
-                    }
-                    Ok(Some(Message::Ping(payload))) => {
-                        let pong = ws::frame(ws::OP_PONG, &[&payload]);
-                        let _ = pongs.send(Outgoing::Raw(pong)).await;
-                    }
-                    Ok(Some(Message::Pong)) => {}
-                    Ok(Some(Message::Close(_)) | None) | Err(_) => return None,
-                }
-            },
-        }
-    }
 }
 
 async fn spdy_session<S>(io: S, tunneled: bool, pod: Pod, mut shutdown: watch::Receiver<bool>)

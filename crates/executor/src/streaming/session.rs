@@ -41,6 +41,9 @@ pub enum Protocol {
     V1,
     /// `base64.channel.k8s.io`.
     V1Base64,
+    /// A SPDY client's session, bridged onto the channels (`spdy_exec`): binary, stdin closed
+    /// by v5's close signal, the status in the negotiated SPDY protocol's format.
+    Spdy(Format),
 }
 
 impl Protocol {
@@ -63,7 +66,13 @@ impl Protocol {
             Protocol::V5 => Format::Translator,
             Protocol::V4 | Protocol::V4Base64 => Format::Kubelet,
             Protocol::V1 | Protocol::V1Base64 => Format::Text,
+            Protocol::Spdy(format) => format,
         }
+    }
+
+    /// The client can close its stdin (v5's `[255, 0]`; a SPDY stream's end).
+    pub fn closes_stdin(self) -> bool {
+        matches!(self, Protocol::V5 | Protocol::Spdy(_))
     }
 }
 

@@ -6,6 +6,7 @@
 //! compressing them would save nothing). No flow control is kept: spdystream ignores
 //! WINDOW_UPDATE as well.
 
+pub mod conn;
 mod dictionary;
 mod inflate;
 
