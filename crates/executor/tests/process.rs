@@ -83,7 +83,8 @@ async fn nonzero_exit_fails_with_its_code() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_containers_log_tail_is_its_message_when_the_policy_falls_back_to_logs() {
     let c = Cluster::start().await;
-    let script = "for i in $(seq 1 100); do echo line $i; done; echo boom >&2; exit 3";
+    // One stream: the order of two pipes' output in the log is not fixed.
+    let script = "for i in $(seq 1 100); do echo line $i; done; echo boom; exit 3";
     let mut p = pod("tail", &["sh", "-c", script], "Never");
     p["spec"]["containers"][0]["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
     c.create(p).await;
@@ -93,6 +94,10 @@ async fn a_failed_containers_log_tail_is_its_message_when_the_policy_falls_back_
     c.create(ok).await;
     c.create(pod("file", &["sh", "-c", "echo boom; exit 3"], "Never"))
         .await;
+    // stderr is in the log too.
+    let mut err = pod("tail-err", &["sh", "-c", "echo oops >&2; exit 1"], "Never");
+    err["spec"]["containers"][0]["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    c.create(err).await;
     let terminated = |p: &kbatch_api::k8s_openapi::api::core::v1::Pod| {
         status_of(p, "main")
             .state
@@ -115,6 +120,8 @@ async fn a_failed_containers_log_tail_is_its_message_when_the_policy_falls_back_
     assert_eq!(t.message, None);
     let t = terminated(&c.wait_phase("file", "Failed", 10).await);
     assert_eq!(t.message, None);
+    let t = terminated(&c.wait_phase("tail-err", "Failed", 10).await);
+    assert_eq!(t.message.as_deref(), Some("oops\n"));
     c.shutdown().await;
 }
 
