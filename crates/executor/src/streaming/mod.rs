@@ -479,6 +479,11 @@ fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> 
     on_upgrade(&mut req, move |io| {
         remote_command(io, kind, protocol, options, exec_target, shutdown)
     });
+    websocket_switch(accept, name)
+}
+
+/// The switch to WebSocket, speaking subprotocol `name` when one was negotiated.
+fn websocket_switch(accept: HeaderValue, name: Option<&'static str>) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::new()));
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let h = resp.headers_mut();

@@ -28,7 +28,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderValue};
+use hyper::header;
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -41,7 +41,7 @@ use super::spdy::{self, Decoder, Encoder, Frame};
 use super::ws;
 use super::{
     Shared, header_list, is_websocket, on_upgrade, path_segment, spdy_handshake, spdy_switch, text,
-    websocket_accept,
+    websocket_accept, websocket_switch,
 };
 
 pub const PATH_PREFIX: &str = "/portForward/";
@@ -150,9 +150,7 @@ pub fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Byte
     if uid.as_deref().is_some_and(|u| u != pod_uid) {
         return text(StatusCode::NOT_FOUND, "pod not found");
     }
-    let mut resp = Response::new(Full::new(Bytes::new()));
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let way = if websocket {
+    let (resp, way) = if websocket {
         let accept = match websocket_accept(headers) {
             Ok(a) => a,
             Err(refusal) => return *refusal,
@@ -170,23 +168,12 @@ pub fn handle(mut req: Request<Incoming>, shared: &Shared) -> Response<Full<Byte
                 None => return text(StatusCode::FORBIDDEN, ""),
             }
         };
-        let h = resp.headers_mut();
-        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-        h.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
-        if let Some(name) = name {
-            h.insert(
-                header::SEC_WEBSOCKET_PROTOCOL,
-                HeaderValue::from_static(name),
-            );
-        }
-        way
+        (websocket_switch(accept, name), way)
     } else {
         match spdy_handshake(headers, &[PROTOCOL]) {
-            Ok(name) => resp = spdy_switch(name),
+            Ok(name) => (spdy_switch(name), Way::Spdy),
             Err(refusal) => return *refusal,
         }
-        Way::Spdy
     };
     tracing::debug!(%namespace, pod = %name, ?way, ?ports, "port-forward");
     let pod = Pod { uid: pod_uid };
