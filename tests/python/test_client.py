@@ -322,3 +322,31 @@ def test_configmap_and_secret(kbatch):
     c.delete_namespaced_secret("token", NS)
     code, body = api_error(c.read_namespaced_secret, "token", NS)
     assert code == 404 and body["message"] == 'secrets "token" not found'
+
+
+def test_pod_eviction(kbatch):
+    c = kbatch.core()
+    body = pod_body("evictee")
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    c.create_namespaced_pod(NS, body)
+    c.patch_namespaced_pod_status("evictee", NS, {"status": {"phase": "Running"}})
+    eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="evictee", namespace=NS))
+    c.create_namespaced_pod_eviction("evictee", NS, eviction)
+    p = c.read_namespaced_pod("evictee", NS)
+    assert p.metadata.deletion_timestamp is not None
+    [cond] = [x for x in p.status.conditions if x.type == "DisruptionTarget"]
+    assert (cond.status, cond.reason, cond.message) == (
+        "True",
+        "EvictionByEvictionAPI",
+        "Eviction API: evicting",
+    )
+    c.patch_namespaced_pod("evictee", NS, {"metadata": {"finalizers": None}})
+    code, _ = api_error(c.read_namespaced_pod, "evictee", NS)
+    assert code == 404
+
+    wrong = client.V1Eviction(metadata=client.V1ObjectMeta(name="someone-else"))
+    c.create_namespaced_pod(NS, pod_body("kept"))
+    code, err = api_error(c.create_namespaced_pod_eviction, "kept", NS, wrong)
+    assert code == 400
+    assert err["message"] == "name in URL does not match name in Eviction object"
+    assert c.read_namespaced_pod("kept", NS).metadata.deletion_timestamp is None

@@ -96,7 +96,16 @@ fn resource_entries(r: &Resource) -> Vec<Value> {
     let mut out = vec![main];
     for (sub, verbs) in r.subresources {
         let kind = subresource_kind(r, sub);
-        out.push(json!({"name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": verbs}));
+        let mut e = json!({"name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": verbs});
+        // A subresource whose kind is of another group says which (what `kubectl drain`
+        // looks for to learn that evictions are served).
+        if let Some((group, version)) = subresource_group_version(sub)
+            && let Some(o) = e.as_object_mut()
+        {
+            o.insert("group".into(), json!(group));
+            o.insert("version".into(), json!(version));
+        }
+        out.push(e);
     }
     out
 }
@@ -109,8 +118,14 @@ fn subresource_kind(r: &Resource, sub: &str) -> &'static str {
         "attach" => "PodAttachOptions",
         "exec" => "PodExecOptions",
         "portforward" => "PodPortForwardOptions",
+        "eviction" => "Eviction",
         _ => r.kind_name,
     }
+}
+
+/// The group and version of a subresource's kind when they are not its resource's.
+fn subresource_group_version(sub: &str) -> Option<(&'static str, &'static str)> {
+    (sub == "eviction").then_some(("policy", "v1"))
 }
 
 /// The reviews of a group version, in discovery order.
@@ -192,8 +207,8 @@ fn aggregated_resource(r: &Resource) -> Value {
         .subresources
         .iter()
         .map(|(sub, verbs)| {
-            let k =
-                json!({"group": r.group, "version": r.version, "kind": subresource_kind(r, sub)});
+            let (group, version) = subresource_group_version(sub).unwrap_or((r.group, r.version));
+            let k = json!({"group": group, "version": version, "kind": subresource_kind(r, sub)});
             json!({"subresource": sub, "responseKind": k, "verbs": verbs})
         })
         .collect();
@@ -283,6 +298,32 @@ mod tests {
                 .iter()
                 .any(|r| r["resource"] == "pods" && r["shortNames"] == json!(["po"]))
         );
+        // The eviction subresource answers with policy/v1's kind, as upstream lists it.
+        let pods = res
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap();
+        let eviction = pods["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subresource"] == "eviction")
+            .unwrap();
+        assert_eq!(
+            eviction,
+            &json!({"subresource": "eviction",
+                "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                "verbs": ["create"]})
+        );
+        let binding = pods["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subresource"] == "binding")
+            .unwrap();
+        assert_eq!(binding["responseKind"]["group"], "");
         let groups = aggregated("v2beta1", false, false);
         let names: Vec<&str> = groups["items"]
             .as_array()

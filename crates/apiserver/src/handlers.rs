@@ -1019,7 +1019,7 @@ pub enum Propagation {
     Foreground,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct DeleteOptions {
     pub propagation: Option<Propagation>,
     pub orphan_dependents: Option<bool>,
@@ -1410,24 +1410,28 @@ pub async fn bind(
         }
         set_pod_scheduled(&mut v, &rfc3339(st.now()));
         match storage_metrics::update(&st.store, key.clone(), v, Some(cur.rv)).await {
-            Ok(_) => {
-                return Ok(status_response(
-                    StatusCode::CREATED,
-                    &StatusBody {
-                        status: "Success",
-                        message: "",
-                        reason: "",
-                        details: None,
-                        code: Some(201),
-                        list_continue: None,
-                    },
-                ));
-            }
+            Ok(_) => return Ok(created_success()),
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(store_err(res, &name, e)),
         }
     }
     Err(ApiError::modified_conflict(res.plural, res.group, &name))
+}
+
+/// What upstream's create handler answers when a subresource's create returns a bare
+/// success Status (a binding, an eviction): the Status with code 201.
+pub fn created_success() -> Response {
+    status_response(
+        StatusCode::CREATED,
+        &StatusBody {
+            status: "Success",
+            message: "",
+            reason: "",
+            details: None,
+            code: Some(201),
+            list_continue: None,
+        },
+    )
 }
 
 fn set_pod_scheduled(pod: &mut Value, now: &str) {

@@ -11,6 +11,7 @@ pub mod discovery;
 pub mod error;
 pub mod event_ttl;
 pub mod events;
+pub mod eviction;
 pub mod gc;
 pub mod gojson;
 pub mod handlers;
@@ -521,6 +522,9 @@ async fn resource(
         }
         (Method::POST, Some(_), Some("binding")) => {
             handlers::bind(st, t, headers, &read_body(body).await?).await
+        }
+        (Method::POST, Some(_), Some("eviction")) => {
+            eviction::evict(st, t, q, headers, &read_body(body).await?).await
         }
         (Method::PUT, Some(_), _) => {
             let v = handlers::decode_body(headers, &read_body(body).await?)?;

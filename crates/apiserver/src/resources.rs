@@ -74,6 +74,7 @@ pub static RESOURCES: &[Resource] = &[
             ("attach", &["create", "get"]),
             ("binding", &["create"]),
             ("ephemeralcontainers", STATUS_VERBS),
+            ("eviction", &["create"]),
             ("exec", &["create", "get"]),
             ("log", &["get"]),
             ("portforward", &["create", "get"]),

@@ -407,6 +407,7 @@ async fn discovery_and_openapi_list_the_subresource() {
             "pods/attach",
             "pods/binding",
             "pods/ephemeralcontainers",
+            "pods/eviction",
             "pods/exec",
             "pods/log",
             "pods/portforward",
