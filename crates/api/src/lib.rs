@@ -17,6 +17,7 @@ pub mod podlog;
 pub mod quantity;
 pub mod quantity_text;
 pub mod strategy;
+pub mod taints;
 pub mod validation;
 
 /// Re-exported so every crate uses the one k8s-openapi version enabled here.

@@ -10,4 +10,5 @@ pub mod job;
 pub mod manager;
 pub mod podgc;
 pub mod runtime;
+pub mod tainteviction;
 pub mod ttl;

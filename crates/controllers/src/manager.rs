@@ -27,14 +27,18 @@ pub enum ControllerName {
     /// The unscheduled-terminating part of the pod garbage collector (standalone only: a
     /// cluster runs its own).
     PodGc,
+    /// NoExecute taints evict the pods that do not tolerate them (standalone only: a cluster
+    /// runs its own).
+    TaintEviction,
 }
 
 impl ControllerName {
-    pub const ALL: [ControllerName; 4] = [
+    pub const ALL: [ControllerName; 5] = [
         ControllerName::Job,
         ControllerName::CronJob,
         ControllerName::Ttl,
         ControllerName::PodGc,
+        ControllerName::TaintEviction,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -43,6 +47,7 @@ impl ControllerName {
             ControllerName::CronJob => "cronjob",
             ControllerName::Ttl => "ttl",
             ControllerName::PodGc => "podgc",
+            ControllerName::TaintEviction => "tainteviction",
         }
     }
 }
@@ -56,6 +61,7 @@ impl ControllerName {
             ControllerName::CronJob => "cronjob-controller",
             ControllerName::Ttl => "ttl-after-finished-controller",
             ControllerName::PodGc => "pod-garbage-collector",
+            ControllerName::TaintEviction => crate::tainteviction::COMPONENT,
         }
     }
 }
@@ -92,7 +98,7 @@ impl fmt::Display for ControllerName {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown controller {0:?}: valid controllers are job, cronjob, ttl, podgc")]
+#[error("unknown controller {0:?}: valid controllers are job, cronjob, ttl, podgc, tainteviction")]
 pub struct UnknownController(pub String);
 
 impl FromStr for ControllerName {
@@ -104,12 +110,13 @@ impl FromStr for ControllerName {
             "cronjob" => Ok(ControllerName::CronJob),
             "ttl" | "ttl-after-finished" => Ok(ControllerName::Ttl),
             "podgc" => Ok(ControllerName::PodGc),
+            "tainteviction" | "taint-eviction-controller" => Ok(ControllerName::TaintEviction),
             other => Err(UnknownController(other.to_string())),
         }
     }
 }
 
-/// Parses `job,cronjob,ttl,podgc` (or `*` for all).
+/// Parses `job,cronjob,ttl,podgc,tainteviction` (or `*` for all).
 pub fn parse_controllers(list: &str) -> Result<BTreeSet<ControllerName>, UnknownController> {
     if list.trim() == "*" {
         return Ok(ControllerName::ALL.into_iter().collect());
@@ -177,6 +184,17 @@ pub async fn run(
                     Ok(())
                 });
             }
+            ControllerName::TaintEviction => {
+                let (recorder, task) =
+                    EventRecorder::start(client.clone(), crate::tainteviction::COMPONENT);
+                recorders.push(task);
+                let (client, stop) = (client.clone(), shutdown.clone());
+                let informers = informers.clone();
+                tasks.spawn(async move {
+                    crate::tainteviction::run(client, &informers, recorder, stop).await;
+                    Ok(())
+                });
+            }
             ControllerName::CronJob => {
                 let (recorder, task) =
                     EventRecorder::start(client.clone(), cronjob_controller::COMPONENT);
@@ -228,7 +246,10 @@ mod tests {
     #[test]
     fn parses_controller_lists() {
         let all: BTreeSet<_> = ControllerName::ALL.into_iter().collect();
-        assert_eq!(parse_controllers("job,cronjob,ttl,podgc"), Ok(all.clone()));
+        assert_eq!(
+            parse_controllers("job,cronjob,ttl,podgc,tainteviction"),
+            Ok(all.clone())
+        );
         assert_eq!(parse_controllers("*"), Ok(all));
         assert_eq!(
             parse_controllers("job"),

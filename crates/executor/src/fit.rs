@@ -468,26 +468,7 @@ pub(crate) fn tolerations(pod: &Pod) -> &[Toleration] {
         .unwrap_or(&[])
 }
 
-/// `Toleration.ToleratesTaint`: an empty effect or key matches any; `Equal` (or no operator)
-/// compares values, `Exists` matches any value. `Lt`/`Gt` need the
-/// TaintTolerationComparisonOperators gate, alpha and off in 1.37, so they match nothing.
-pub(crate) fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or("");
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("") {
-        "" | "Equal" => {
-            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        "Exists" => true,
-        _ => false,
-    }
-}
+pub(crate) use kbatch_api::taints::tolerates;
 
 /// The node names NodeAffinity's PreFilter allows.
 enum PreFilterNodes<'p> {

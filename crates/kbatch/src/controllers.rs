@@ -68,7 +68,8 @@ pub struct ControllersArgs {
     /// ~/.kube/config, then the in-cluster service account).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Which controllers to run, comma-separated: job, cronjob, ttl (or `*`).
+    /// Which controllers to run, comma-separated: job, cronjob, ttl, and (which a cluster runs
+    /// itself) podgc, tainteviction; or `*`.
     #[arg(long, default_value = "job,cronjob,ttl")]
     pub controllers: String,
     #[command(flatten)]

@@ -36,8 +36,9 @@ pub struct UpArgs {
     /// At most this many unfinished pods run on the executor's node at once (kubelet's maxPods).
     #[arg(long, default_value_t = 110)]
     pub max_pods: usize,
-    /// Which controllers to run, comma-separated: job, cronjob, ttl, podgc (empty: none).
-    #[arg(long, default_value = "job,cronjob,ttl,podgc")]
+    /// Which controllers to run, comma-separated: job, cronjob, ttl, podgc, tainteviction
+    /// (empty: none).
+    #[arg(long, default_value = "job,cronjob,ttl,podgc,tainteviction")]
     pub controllers: String,
     #[command(flatten)]
     pub controller_flags: ControllerFlags,

@@ -1,6 +1,7 @@
-//! `pods/eviction` against a real `kbatch up`: `kubectl drain` evicts a Job's pods, whose
-//! `DisruptionTarget` condition a pod failure policy then sees, and the subresource's own
-//! rules through raw requests.
+//! Disruptions against a real `kbatch up`: `kubectl drain` evicts a Job's pods through
+//! `pods/eviction`, whose `DisruptionTarget` condition a pod failure policy then sees; the
+//! subresource's own rules through raw requests; and NoExecute taints, which the taint
+//! eviction controller enforces.
 //!
 //! Needs kubectl on PATH (fails, not skips, without it).
 
@@ -142,15 +143,18 @@ async fn kubectl_drain_evicts_job_pods_whose_failure_policy_sees_the_disruption(
     assert!(condition(&j, "FailureTarget").is_none(), "{status:?}");
 }
 
-/// A pod held by a finalizer of the test's own, so that it can be read after its deletion.
-async fn held_pod(pods: &Api<Pod>, name: &str, node_selector: Option<Value>) -> Pod {
+/// A pod held by a finalizer of the test's own, so that it can be read after its deletion;
+/// `extra` goes into its spec.
+async fn held_pod(pods: &Api<Pod>, name: &str, extra: Value) -> Pod {
     let mut spec = json!({
         "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 3,
+        "terminationGracePeriodSeconds": 1,
         "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}]
     });
-    if let Some(sel) = node_selector {
-        spec["nodeSelector"] = sel;
+    if let (Some(o), Some(x)) = (spec.as_object_mut(), extra.as_object()) {
+        for (k, v) in x {
+            o.insert(k.clone(), v.clone());
+        }
     }
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -216,7 +220,7 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
             "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
     );
 
-    held_pod(&pods, "runner", None).await;
+    held_pod(&pods, "runner", json!({})).await;
     let running = eventually(Duration::from_secs(30), "runner runs", || async {
         let p = pods.get("runner").await.ok()?;
         (p.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(p)
@@ -329,7 +333,12 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
     release(&pods, "runner").await;
 
     // A pending pod (it fits no node), evicted as policy/v1beta1, goes at once: nothing ran.
-    held_pod(&pods, "waiter", Some(json!({"no-such-label": "x"}))).await;
+    held_pod(
+        &pods,
+        "waiter",
+        json!({"nodeSelector": {"no-such-label": "x"}}),
+    )
+    .await;
     let mut beta = serde_json::from_slice::<Value>(&eviction("waiter", json!({}))).expect("json");
     beta["apiVersion"] = json!("policy/v1beta1");
     let r = raw(
@@ -353,4 +362,145 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
         pods.get_opt("waiter").await.ok()?.is_none().then_some(())
     })
     .await;
+}
+
+/// A held pod tolerating `dedicated` NoExecute taints for `seconds` (None: forever), or not
+/// at all.
+async fn tolerating_pod(pods: &Api<Pod>, name: &str, toleration: Option<Option<i64>>) {
+    let mut extra = json!({});
+    if let Some(seconds) = toleration {
+        let mut t = json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"});
+        if let Some(s) = seconds {
+            t["tolerationSeconds"] = json!(s);
+        }
+        extra["tolerations"] = json!([t]);
+    }
+    held_pod(pods, name, extra).await;
+}
+
+async fn deleting(pods: &Api<Pod>, name: &str) -> bool {
+    pods.get(name)
+        .await
+        .map(|p| p.metadata.deletion_timestamp.is_some())
+        .unwrap_or(false)
+}
+
+async fn events_about(client: &kube::Client, pod: &str) -> Vec<(String, String, String)> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let list = events
+        .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .expect("list events");
+    list.items
+        .into_iter()
+        .map(|e| {
+            (
+                e.source.and_then(|s| s.component).unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn no_execute_taints_evict_the_pods_that_do_not_tolerate_them() {
+    let server =
+        Server::start_with(&["--executor", "process", "--controllers", "tainteviction"]).await;
+    let client = server.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    tolerating_pod(&pods, "intolerant", None).await;
+    tolerating_pod(&pods, "patient", Some(Some(3))).await;
+    tolerating_pod(&pods, "forever", Some(None)).await;
+    tolerating_pod(&pods, "saved", Some(Some(60))).await;
+    for name in ["intolerant", "patient", "forever", "saved"] {
+        eventually(Duration::from_secs(30), "the pods run", || async {
+            let p = pods.get(name).await.ok()?;
+            (p.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(())
+        })
+        .await;
+    }
+
+    let (code, out, err) = kubectl(
+        &server,
+        &["taint", "nodes", "kbatch-node", "dedicated=batch:NoExecute"],
+    );
+    assert_eq!(code, 0, "taint: {out}{err}");
+    let tainted_at = std::time::Instant::now();
+
+    // Not tolerated: deleted at once, marked as the taint manager's doing.
+    eventually(Duration::from_secs(10), "intolerant is deleted", || async {
+        deleting(&pods, "intolerant").await.then_some(())
+    })
+    .await;
+    let p = pods.get("intolerant").await.expect("get intolerant");
+    let c = disruption(&p).expect("DisruptionTarget");
+    assert_eq!(c.status, "True");
+    assert_eq!(c.reason.as_deref(), Some("DeletionByTaintManager"));
+    assert_eq!(
+        c.message.as_deref(),
+        Some("Taint manager: deleting due to NoExecute taint")
+    );
+    let events = events_about(&client, "intolerant").await;
+    assert!(
+        events.contains(&(
+            "taint-eviction-controller".to_string(),
+            "TaintManagerEviction".to_string(),
+            "Marking for deletion Pod default/intolerant".to_string()
+        )),
+        "{events:?}"
+    );
+
+    // Tolerated for 3 s: deleted once they are up, not before.
+    eventually(Duration::from_secs(15), "patient is deleted", || async {
+        deleting(&pods, "patient").await.then_some(())
+    })
+    .await;
+    assert!(
+        tainted_at.elapsed() >= Duration::from_millis(2500),
+        "patient went after {:?}",
+        tainted_at.elapsed()
+    );
+    assert_eq!(
+        disruption(&pods.get("patient").await.expect("get patient")).and_then(|c| c.reason),
+        Some("DeletionByTaintManager".to_string())
+    );
+
+    // The taint goes: the deletion waiting for `saved` is cancelled, with upstream's event.
+    let (code, out, err) = kubectl(
+        &server,
+        &[
+            "taint",
+            "nodes",
+            "kbatch-node",
+            "dedicated=batch:NoExecute-",
+        ],
+    );
+    assert_eq!(code, 0, "untaint: {out}{err}");
+    eventually(
+        Duration::from_secs(10),
+        "the cancellation event",
+        || async {
+            events_about(&client, "saved")
+                .await
+                .contains(&(
+                    "taint-eviction-controller".to_string(),
+                    "TaintManagerEviction".to_string(),
+                    "Cancelling deletion of Pod default/saved".to_string(),
+                ))
+                .then_some(())
+        },
+    )
+    .await;
+    for name in ["forever", "saved"] {
+        let p = pods.get(name).await.expect("get pod");
+        assert!(
+            p.metadata.deletion_timestamp.is_none(),
+            "{name} was deleted"
+        );
+        assert!(disruption(&p).is_none(), "{name} was marked");
+    }
+    for name in ["intolerant", "patient", "forever", "saved"] {
+        release(&pods, name).await;
+    }
 }
