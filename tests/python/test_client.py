@@ -350,3 +350,24 @@ def test_pod_eviction(kbatch):
     assert code == 400
     assert err["message"] == "name in URL does not match name in Eviction object"
     assert c.read_namespaced_pod("kept", NS).metadata.deletion_timestamp is None
+
+
+def test_priority_classes(kbatch):
+    s = client.SchedulingV1Api(kbatch.api_client)
+    names = [pc.metadata.name for pc in s.list_priority_class().items]
+    assert names == ["system-cluster-critical", "system-node-critical"]
+    s.create_priority_class(client.V1PriorityClass(metadata=client.V1ObjectMeta(name="batch-high"), value=500))
+    pc = s.read_priority_class("batch-high")
+    assert (pc.value, pc.preemption_policy, pc.global_default) == (500, "PreemptLowerPriority", None)
+
+    c = kbatch.core()
+    body = pod_body("prio")
+    body["spec"]["priorityClassName"] = "batch-high"
+    p = c.create_namespaced_pod(NS, body)
+    assert (p.spec.priority, p.spec.preemption_policy) == (500, "PreemptLowerPriority")
+    plain = c.create_namespaced_pod(NS, pod_body("plain"))
+    assert (plain.spec.priority, plain.spec.priority_class_name) == (0, None)
+
+    code, err = api_error(s.delete_priority_class, "system-node-critical")
+    assert code == 403
+    assert err["message"].endswith("this is a system priority class and cannot be deleted")

@@ -361,6 +361,13 @@ pub fn secret(secret: &mut Secret) {
     }
 }
 
+/// `SetDefaults_PriorityClass`: preemptionPolicy PreemptLowerPriority.
+pub fn priority_class(pc: &mut k8s_openapi::api::scheduling::v1::PriorityClass) {
+    if pc.preemption_policy.is_none() {
+        pc.preemption_policy = Some(crate::priority::PREEMPT_LOWER_PRIORITY.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

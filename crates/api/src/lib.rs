@@ -14,6 +14,7 @@ pub mod keys;
 pub mod lean;
 pub mod names;
 pub mod podlog;
+pub mod priority;
 pub mod quantity;
 pub mod quantity_text;
 pub mod strategy;

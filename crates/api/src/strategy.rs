@@ -132,6 +132,16 @@ pub fn pod_prepare_for_create(pod: &mut Pod) {
 /// Pod update: status from old; generation bump iff the spec changed.
 pub fn pod_prepare_for_update(new: &mut Pod, old: &Pod) {
     new.status = old.status.clone();
+    // The Priority admission plugin set these on create; an update that leaves them out keeps
+    // them (changing them is then refused by validation, as upstream).
+    if let (Some(n), Some(o)) = (new.spec.as_mut(), old.spec.as_ref()) {
+        if n.priority.is_none() {
+            n.priority = o.priority;
+        }
+        if n.preemption_policy.is_none() {
+            n.preemption_policy = o.preemption_policy.clone();
+        }
+    }
     if new.spec != old.spec {
         new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
     }
@@ -316,4 +326,9 @@ pub fn qos_class(spec: &PodSpec) -> &'static str {
     } else {
         keys::QOS_BURSTABLE
     }
+}
+
+/// PriorityClass create: generation 1 (its strategy's `PrepareForCreate`).
+pub fn priority_class_prepare_for_create(pc: &mut k8s_openapi::api::scheduling::v1::PriorityClass) {
+    pc.metadata.generation = Some(1);
 }

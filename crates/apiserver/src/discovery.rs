@@ -338,7 +338,8 @@ mod tests {
                 "events.k8s.io",
                 "coordination.k8s.io",
                 "authentication.k8s.io",
-                "authorization.k8s.io"
+                "authorization.k8s.io",
+                "scheduling.k8s.io"
             ]
         );
         assert_eq!(

@@ -156,6 +156,19 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// `NewForbidden`: `<resource> "<name>" is forbidden: <why>`, with the details.
+    pub fn forbidden_named(plural: &str, group: &str, name: &str, why: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: {why}",
+                qualified_resource(plural, group)
+            ),
+        )
+        .with_details(name, group, plural)
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }

@@ -584,6 +584,35 @@ pub async fn create(
     Ok(with_warnings(resp, &warnings))
 }
 
+/// Creates `v` (a cluster-scoped object of `res`) as the server itself, recorded in
+/// managedFields under `manager`: the objects kube-apiserver creates at start.
+pub(crate) async fn create_as(
+    st: &State,
+    res: &'static Resource,
+    v: Value,
+    manager: &str,
+) -> Result<(), ApiError> {
+    let t = Target {
+        resource: res,
+        namespace: None,
+        name: None,
+        subresource: None,
+        watch_path: false,
+    };
+    let mut warnings = Vec::new();
+    create_doc(
+        st,
+        &t,
+        &Query::parse(None),
+        v,
+        FieldValidation::Ignore,
+        Some(manager),
+        &mut warnings,
+    )
+    .await
+    .map(|_| ())
+}
+
 pub(crate) fn user_agent(headers: &HeaderMap) -> String {
     headers
         .get(axum::http::header::USER_AGENT)
@@ -621,6 +650,13 @@ async fn create_doc(
     let url_ns = t.namespace.clone().unwrap_or_default();
     let now = rfc3339(st.now());
     let tracked = apply::Target::new(sres.kind_name, &res.api_version(), Part::Main);
+    let mut v = v;
+    // The Priority admission plugin (mutating: before validation, after the field manager).
+    let admitted = if sres.kind == Kind::Pod {
+        crate::priority::admit_pod(st, &mut v)?
+    } else {
+        Vec::new()
+    };
     let generate = object::meta_str(&v, "name")
         .is_none()
         .then(|| object::meta_str(&v, "generateName").map(str::to_string));
@@ -640,6 +676,11 @@ async fn create_doc(
         };
         let mut fill = |m: &mut ObjectMeta| fill_create_meta(m, res.namespaced, &url_ns, &now);
         let mut track = |mut defaulted: Value| {
+            if let Some(spec) = defaulted.get_mut("spec").and_then(Value::as_object_mut) {
+                for k in &admitted {
+                    spec.remove(*k);
+                }
+            }
             apply::track_create(&tracked, &mut defaulted, manager.unwrap_or(""), &now);
             meta_mut(&mut defaulted).remove("managedFields")
         };
@@ -648,6 +689,9 @@ async fn create_doc(
             None => None,
         };
         let obj = strategy.create(v, &mut on_unknown, &mut fill, track)?;
+        if sres.kind == Kind::PriorityClass {
+            crate::priority::validate_class(st, &obj, false)?;
+        }
         let name = object::name(&obj).to_string();
         if !retries {
             // Freed here, on the thread that built it: after an await the task may go on on
@@ -931,6 +975,9 @@ async fn update_checked(
             track,
         };
         let new = strategy.update(new, &old, part, hooks)?;
+        if sres.kind == Kind::PriorityClass {
+            crate::priority::validate_class(st, &new, true)?;
+        }
         if object::same_ignoring_rv(&new, &old) {
             return object_response(res, StatusCode::OK, &cur);
         }
@@ -1118,6 +1165,9 @@ pub async fn delete(st: &State, t: &Target, opts: &DeleteOptions) -> Result<Resp
     let res = t.resource;
     let sres = storage_resource(res);
     let name = t.name.clone().unwrap_or_default();
+    if res.kind == Kind::PriorityClass {
+        crate::priority::check_delete(&name)?;
+    }
     let key = sres.key(t.namespace.as_deref().unwrap_or(""), &name);
     for _ in 0..MAX_RETRIES {
         let cur = st

@@ -21,6 +21,7 @@ pub mod metrics_api;
 mod object;
 pub mod openapi;
 pub mod openapi_v2;
+pub mod priority;
 pub mod protobuf;
 pub mod request;
 pub mod request_metrics;
@@ -196,7 +197,8 @@ impl ServerState {
         let _ = self.shutdown.send(true);
     }
 
-    /// Create the system namespaces that are missing, concurrently so they share a commit.
+    /// Create the system namespaces that are missing, concurrently so they share a commit,
+    /// then the system PriorityClasses.
     pub async fn bootstrap(&self) -> Result<(), ApiError> {
         let nsres = resources::by_kind(resources::Kind::Namespace);
         let creates = SYSTEM_NAMESPACES
@@ -222,7 +224,7 @@ impl ServerState {
                 Err(e) => return Err(handlers::store_err(nsres, ns, e)),
             }
         }
-        Ok(())
+        priority::bootstrap(self).await
     }
 }
 

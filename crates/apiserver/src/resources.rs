@@ -14,6 +14,7 @@ pub enum Kind {
     Lease,
     ConfigMap,
     Secret,
+    PriorityClass,
 }
 
 #[derive(Debug)]
@@ -186,6 +187,19 @@ pub static RESOURCES: &[Resource] = &[
         subresources: &[],
         storage: "leases.coordination.k8s.io",
     },
+    Resource {
+        group: "scheduling.k8s.io",
+        version: "v1",
+        plural: "priorityclasses",
+        singular: "priorityclass",
+        kind_name: "PriorityClass",
+        kind: Kind::PriorityClass,
+        namespaced: false,
+        short_names: &["pc"],
+        categories: &[],
+        subresources: &[],
+        storage: "priorityclasses.scheduling.k8s.io",
+    },
 ];
 
 impl Resource {
@@ -251,6 +265,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("coordination.k8s.io", "v1"),
     (crate::authentication::GROUP, crate::authentication::VERSION),
     (crate::authorization::GROUP, crate::authorization::VERSION),
+    ("scheduling.k8s.io", "v1"),
 ];
 
 #[cfg(test)]

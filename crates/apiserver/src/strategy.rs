@@ -6,6 +6,7 @@ use kbatch_api::k8s_openapi::Metadata;
 use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
 use kbatch_api::k8s_openapi::api::coordination::v1::Lease;
 use kbatch_api::k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
+use kbatch_api::k8s_openapi::api::scheduling::v1::PriorityClass;
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -254,6 +255,7 @@ macro_rules! dispatch {
             Kind::Lease => $self.$f(&LEASE $(, $arg)*),
             Kind::ConfigMap => $self.$f(&CONFIGMAP $(, $arg)*),
             Kind::Secret => $self.$f(&SECRET $(, $arg)*),
+            Kind::PriorityClass => $self.$f(&PRIORITY_CLASS $(, $arg)*),
         }
     };
 }
@@ -526,6 +528,13 @@ static LEASE: Rules<Lease> = Rules {
 static CONFIGMAP: Rules<ConfigMap> = Rules {
     validate_create: v::configmap_create,
     validate_update: v::configmap_update,
+    ..Rules::PERMISSIVE
+};
+static PRIORITY_CLASS: Rules<PriorityClass> = Rules {
+    default: defaults::priority_class,
+    prepare_create: prep::priority_class_prepare_for_create,
+    validate_create: v::priority_class_create,
+    validate_update: v::priority_class_update,
     ..Rules::PERMISSIVE
 };
 /// The `stringData` merge runs with the defaulting, on every decoded request body: what is

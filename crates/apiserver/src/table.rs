@@ -324,6 +324,28 @@ fn columns(kind: Kind) -> Vec<Col> {
             col("Holder", "string", 0, "The holder of the lease"),
             AGE,
         ],
+        Kind::PriorityClass => vec![
+            NAME,
+            col(
+                "Value",
+                "integer",
+                0,
+                "value represents the integer value of this priority class. This is the actual priority that pods receive when they have the name of this class in their pod spec.",
+            ),
+            col(
+                "Global-Default",
+                "boolean",
+                0,
+                "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class. Only one PriorityClass can be marked as `globalDefault`. However, if more than one PriorityClasses exists with their `globalDefault` field set to true, the smallest value of such global default PriorityClasses will be used as the default priority.",
+            ),
+            AGE,
+            col(
+                "PreemptionPolicy",
+                "string",
+                0,
+                "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
+            ),
+        ],
         Kind::ConfigMap => vec![
             NAME,
             col(
@@ -879,6 +901,17 @@ pub fn row(kind: Kind, v: &Value, now: Timestamp, include: IncludeObject) -> Val
             json!(s(v, "/metadata/name")),
             json!(s(v, "/spec/holderIdentity")),
             json!(since(now, v.pointer("/metadata/creationTimestamp"))),
+        ],
+        Kind::PriorityClass => vec![
+            json!(s(v, "/metadata/name")),
+            json!(v.pointer("/value").and_then(Value::as_i64).unwrap_or(0)),
+            json!(
+                v.pointer("/globalDefault")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            ),
+            json!(since(now, v.pointer("/metadata/creationTimestamp"))),
+            json!(s(v, "/preemptionPolicy")),
         ],
         // DATA counts the keys: of data and binaryData for a ConfigMap, of data for a Secret.
         Kind::ConfigMap => vec![

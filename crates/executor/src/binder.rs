@@ -7,7 +7,7 @@
 //! node holds at most `max_pods` non-terminal pods (counting bindings in flight): a pod beyond
 //! that does not fit (`Too many pods`, the pods resource of the Node's allocatable) and is
 //! reported as such, once; kept out by that alone, it takes the next place that frees up,
-//! oldest first, without the scheduler's back-off (on one machine a Job wider than the node
+//! highest priority first, then oldest, without the scheduler's back-off (on one machine a Job wider than the node
 //! would otherwise crawl at one pod per back-off).
 
 use std::collections::{BTreeMap, HashMap};
@@ -53,8 +53,9 @@ pub enum NotBound {
     Unschedulable(Candidate, String, bool),
 }
 
-/// Oldest first, then by namespace and name.
-type Order = (String, String, String);
+/// The scheduling queue's order (upstream's PrioritySort): the highest `spec.priority` first,
+/// then the oldest, then by namespace and name.
+type Order = (std::cmp::Reverse<i32>, String, String, String);
 
 /// An unschedulable pod's last attempt.
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +120,7 @@ impl PodIndex {
             .unwrap_or("");
         if node_name.is_empty() && schedulable(pod) {
             let order = (
+                std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)),
                 pod.metadata
                     .creation_timestamp
                     .as_ref()
@@ -140,8 +142,8 @@ impl PodIndex {
                 order.clone(),
                 Candidate {
                     uid: uid.clone(),
-                    namespace: order.1.clone(),
-                    name: order.2.clone(),
+                    namespace: order.2.clone(),
+                    name: order.3.clone(),
                     pod: pod.clone(),
                 },
             );
@@ -534,6 +536,32 @@ mod tests {
         // A deleted pod frees its place too.
         idx.forget("uid-b");
         assert_eq!(names(&idx.take_bindable(2, Some(&n), now).0), vec!["d"]);
+    }
+
+    /// Upstream's PrioritySort: a higher priority goes first, whatever its age.
+    #[test]
+    fn binds_the_highest_priority_first_then_the_oldest() {
+        let now = Instant::now();
+        let n = node();
+        let mut idx = PodIndex::default();
+        let with_priority =
+            |name, created, p: i32| pod_with(name, created, "", "Pending", json!({"priority": p}));
+        idx.observe(&with_priority("old-low", "2024-01-01T00:00:01Z", 0), "n");
+        idx.observe(
+            &with_priority("new-high", "2024-01-01T00:00:09Z", 1000),
+            "n",
+        );
+        idx.observe(
+            &with_priority("old-high", "2024-01-01T00:00:02Z", 1000),
+            "n",
+        );
+        idx.observe(&pod("unset", "2024-01-01T00:00:00Z", "", "Pending"), "n");
+        idx.observe(&with_priority("negative", "2024-01-01T00:00:00Z", -5), "n");
+        let (first, _) = idx.take_bindable(5, Some(&n), now);
+        assert_eq!(
+            names(&first),
+            vec!["old-high", "new-high", "unset", "old-low", "negative"]
+        );
     }
 
     #[test]

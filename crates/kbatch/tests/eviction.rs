@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::{Server, eventually, raw};
@@ -16,17 +15,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-
-fn kubectl(server: &Server, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = Command::new("kubectl");
-    cmd.args(args).env("KUBECONFIG", server.kubeconfig());
-    let out = common::run_captured(cmd, None);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// A Job of one long-running pod, with a pod failure policy on disruptions.
 fn sleeper_job(name: &str, action: &str) -> Job {
@@ -97,15 +85,12 @@ async fn kubectl_drain_evicts_job_pods_whose_failure_policy_sees_the_disruption(
     let strict_pod = running_pod_of(&pods, "strict").await;
 
     // kubectl finds the subresource in discovery and evicts rather than deletes.
-    let (code, out, err) = kubectl(
-        &server,
-        &[
-            "drain",
-            "kbatch-node",
-            "--ignore-daemonsets",
-            "--timeout=60s",
-        ],
-    );
+    let (code, out, err) = server.kubectl(&[
+        "drain",
+        "kbatch-node",
+        "--ignore-daemonsets",
+        "--timeout=60s",
+    ]);
     assert_eq!(code, 0, "drain: {out}{err}");
     assert!(out.contains("node/kbatch-node cordoned"), "{out}");
     for p in [&first, &strict_pod] {
@@ -132,7 +117,7 @@ async fn kubectl_drain_evicts_job_pods_whose_failure_policy_sees_the_disruption(
 
     // Ignore: the eviction is not counted against backoffLimit 0, and once the node takes
     // pods again a replacement runs.
-    let (code, _, err) = kubectl(&server, &["uncordon", "kbatch-node"]);
+    let (code, _, err) = server.kubectl(&["uncordon", "kbatch-node"]);
     assert_eq!(code, 0, "uncordon: {err}");
     let second = running_pod_of(&pods, "tolerant").await;
     assert_ne!(second, first);
@@ -421,10 +406,8 @@ async fn no_execute_taints_evict_the_pods_that_do_not_tolerate_them() {
         .await;
     }
 
-    let (code, out, err) = kubectl(
-        &server,
-        &["taint", "nodes", "kbatch-node", "dedicated=batch:NoExecute"],
-    );
+    let (code, out, err) =
+        server.kubectl(&["taint", "nodes", "kbatch-node", "dedicated=batch:NoExecute"]);
     assert_eq!(code, 0, "taint: {out}{err}");
     let tainted_at = std::time::Instant::now();
 
@@ -467,15 +450,12 @@ async fn no_execute_taints_evict_the_pods_that_do_not_tolerate_them() {
     );
 
     // The taint goes: the deletion waiting for `saved` is cancelled, with upstream's event.
-    let (code, out, err) = kubectl(
-        &server,
-        &[
-            "taint",
-            "nodes",
-            "kbatch-node",
-            "dedicated=batch:NoExecute-",
-        ],
-    );
+    let (code, out, err) = server.kubectl(&[
+        "taint",
+        "nodes",
+        "kbatch-node",
+        "dedicated=batch:NoExecute-",
+    ]);
     assert_eq!(code, 0, "untaint: {out}{err}");
     eventually(
         Duration::from_secs(10),

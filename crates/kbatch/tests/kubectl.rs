@@ -1200,12 +1200,19 @@ async fn api_resources_versions_and_version() {
             // What metrics-server serves, as `kbatch up` serves it for `kubectl top`.
             &["nodes", "metrics.k8s.io/v1beta1", "false", "NodeMetrics"],
             &["pods", "metrics.k8s.io/v1beta1", "true", "PodMetrics"],
+            &[
+                "priorityclasses",
+                "pc",
+                "scheduling.k8s.io/v1",
+                "false",
+                "PriorityClass",
+            ],
         ],
     );
     let out = k.ok(&["api-resources", "--namespaced=false", "-o", "name"]);
     assert_eq!(
         out,
-        "namespaces\nnodes\nselfsubjectreviews.authentication.k8s.io\ntokenreviews.authentication.k8s.io\nselfsubjectaccessreviews.authorization.k8s.io\nselfsubjectrulesreviews.authorization.k8s.io\nsubjectaccessreviews.authorization.k8s.io\nnodes.metrics.k8s.io\n"
+        "namespaces\nnodes\nselfsubjectreviews.authentication.k8s.io\ntokenreviews.authentication.k8s.io\nselfsubjectaccessreviews.authorization.k8s.io\nselfsubjectrulesreviews.authorization.k8s.io\nsubjectaccessreviews.authorization.k8s.io\nnodes.metrics.k8s.io\npriorityclasses.scheduling.k8s.io\n"
     );
     let out = k.ok(&[
         "api-resources",
@@ -1217,7 +1224,7 @@ async fn api_resources_versions_and_version() {
     assert_eq!(out, "cronjobs.batch\njobs.batch\n");
     assert_eq!(
         k.ok(&["api-versions"]),
-        "authentication.k8s.io/v1\nauthorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\nv1\n"
+        "authentication.k8s.io/v1\nauthorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\nscheduling.k8s.io/v1\nv1\n"
     );
     // `get all` covers the `all` category: pods, jobs and cronjobs.
     let out = k.run(&["get", "all"]);

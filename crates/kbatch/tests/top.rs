@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::{Server, eventually};
@@ -15,17 +14,6 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 /// kubectl with the server's kubeconfig: (exit code, stdout, stderr).
-fn kubectl(server: &Server, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = Command::new("kubectl");
-    cmd.args(args).env("KUBECONFIG", server.kubeconfig());
-    let out = common::run_captured(cmd, None);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `kubectl top`'s CPU column in millicores (`998m`, or whole cores: `2`).
 fn millicores(cell: &str) -> u64 {
     match cell.strip_suffix('m') {
@@ -53,7 +41,7 @@ async fn top(server: &Server, args: &[&str], accept: impl Fn(&[Vec<String>]) -> 
         Duration::from_secs(90),
         &format!("kubectl {args:?}"),
         || async {
-            let (code, out, _) = kubectl(server, args);
+            let (code, out, _) = server.kubectl(args);
             let rows: Vec<Vec<String>> = out
                 .lines()
                 .skip(1)
@@ -85,7 +73,7 @@ async fn kubectl_top_shows_pod_and_node_usage() {
     .await;
 
     // Discovery names the group, so kubectl asks it rather than saying it is not available.
-    let (code, out, err) = kubectl(&server, &["api-versions"]);
+    let (code, out, err) = server.kubectl(&["api-versions"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().any(|l| l == "metrics.k8s.io/v1beta1"), "{out}");
 
@@ -146,14 +134,11 @@ async fn kubectl_top_shows_pod_and_node_usage() {
     assert_eq!(lines[1][0], "kbatch-node", "{out}");
 
     // The raw objects are metrics-server's.
-    let (code, out, err) = kubectl(
-        &server,
-        &[
-            "get",
-            "--raw",
-            "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/busy",
-        ],
-    );
+    let (code, out, err) = server.kubectl(&[
+        "get",
+        "--raw",
+        "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/busy",
+    ]);
     assert_eq!(code, 0, "{err}");
     let m: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(m["kind"], "PodMetrics");
@@ -172,7 +157,7 @@ async fn kubectl_top_shows_pod_and_node_usage() {
     );
 
     // `kubectl get` prints metrics-server's Table.
-    let (code, out, err) = kubectl(&server, &["get", "pods.metrics.k8s.io", "busy"]);
+    let (code, out, err) = server.kubectl(&["get", "pods.metrics.k8s.io", "busy"]);
     assert_eq!(code, 0, "{err}");
     let header: Vec<&str> = out
         .lines()
@@ -183,7 +168,7 @@ async fn kubectl_top_shows_pod_and_node_usage() {
     assert_eq!(header, ["NAME", "CPU", "MEMORY", "WINDOW"], "{out}");
 
     // A pod that is not there: the pod lister's NotFound, as kubectl shows it.
-    let (code, _, err) = kubectl(&server, &["top", "pod", "nope"]);
+    let (code, _, err) = server.kubectl(&["top", "pod", "nope"]);
     assert_ne!(code, 0);
     assert!(err.contains("pods \"nope\" not found"), "{err}");
 }

@@ -1,7 +1,9 @@
-//! Light validation for the supporting kinds: Namespace, Node, core/v1 Event and Lease.
+//! Light validation for the supporting kinds: Namespace, Node, core/v1 Event, Lease and
+//! PriorityClass.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::{object_meta, object_meta_update};
 use crate::field::{ErrorList, FieldError, Path};
@@ -127,5 +129,74 @@ fn lease_spec(lease: &Lease, errs: &mut ErrorList) {
             t,
             super::NEGATIVE_MSG,
         ));
+    }
+}
+
+/// `ValidatePriorityClass`: a name with the system prefix must be a system class with its own
+/// value and globalDefault; any other class's value is at most the highest user-definable
+/// priority.
+pub fn priority_class_create(pc: &PriorityClass) -> ErrorList {
+    use crate::priority::{
+        HIGHEST_USER_DEFINABLE_PRIORITY, SYSTEM_PRIORITY_CLASS_PREFIX,
+        is_known_system_priority_class,
+    };
+    let mut errs = object_meta(&pc.metadata, false, names::name_is_dns_subdomain);
+    let name = pc.metadata.name.as_deref().unwrap_or("");
+    if name.starts_with(SYSTEM_PRIORITY_CLASS_PREFIX) {
+        if let Err(e) = is_known_system_priority_class(
+            name,
+            pc.value.unwrap_or(0),
+            pc.global_default.unwrap_or(false),
+        ) {
+            errs.push(FieldError::forbidden(
+                "metadata.name",
+                format!(
+                    "priority class names with '{SYSTEM_PRIORITY_CLASS_PREFIX}' prefix are reserved for system use only. error: {e}"
+                ),
+            ));
+        }
+    } else if pc.value.unwrap_or(0) > HIGHEST_USER_DEFINABLE_PRIORITY {
+        errs.push(FieldError::forbidden(
+            "value",
+            format!(
+                "maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"
+            ),
+        ));
+    }
+    if let Some(policy) = &pc.preemption_policy {
+        preemption_policy(policy, &Path::new("preemptionPolicy"), &mut errs);
+    }
+    errs
+}
+
+/// `ValidatePriorityClassUpdate`: value and preemptionPolicy are immutable.
+pub fn priority_class_update(new: &PriorityClass, old: &PriorityClass) -> ErrorList {
+    let mut errs = object_meta_update(&new.metadata, &old.metadata);
+    if new.value.unwrap_or(0) != old.value.unwrap_or(0) {
+        errs.push(FieldError::forbidden(
+            "value",
+            "may not be changed in an update.",
+        ));
+    }
+    super::immutable(
+        &new.preemption_policy,
+        &old.preemption_policy,
+        &Path::new("preemptionPolicy"),
+        &mut errs,
+    );
+    errs
+}
+
+/// `ValidatePreemptionPolicy`.
+pub(crate) fn preemption_policy(policy: &str, path: &Path, errs: &mut ErrorList) {
+    use crate::priority::{PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER};
+    match policy {
+        PREEMPT_LOWER_PRIORITY | PREEMPT_NEVER => {}
+        "" => errs.push(FieldError::required(path.clone(), "")),
+        other => errs.push(FieldError::not_supported(
+            path.clone(),
+            other,
+            &[PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER],
+        )),
     }
 }

@@ -163,6 +163,9 @@ pub fn pod_spec(spec: &PodSpec, path: &Path) -> ErrorList {
     {
         dns_subdomain(pc, &path.child("priorityClassName"), &mut errs);
     }
+    if let Some(policy) = spec.preemption_policy.as_deref() {
+        super::other::preemption_policy(policy, &path.child("preemptionPolicy"), &mut errs);
+    }
     if spec.termination_grace_period_seconds.is_none() {
         errs.push(FieldError::required(
             path.child("terminationGracePeriodSeconds"),

@@ -28,6 +28,8 @@ pub static ROOTS: &[(&str, &str, &Msg)] = &[
     ("authorization.k8s.io/v1", "LocalSubjectAccessReview", &AUTHORIZATION_V1_LOCALSUBJECTACCESSREVIEW),
     ("authentication.k8s.io/v1", "SelfSubjectReview", &AUTHENTICATION_V1_SELFSUBJECTREVIEW),
     ("authentication.k8s.io/v1", "TokenReview", &AUTHENTICATION_V1_TOKENREVIEW),
+    ("scheduling.k8s.io/v1", "PriorityClass", &SCHEDULING_V1_PRIORITYCLASS),
+    ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
 ];
 
 /// k8s.io/api/authentication/v1.SelfSubjectReview
@@ -2056,5 +2058,24 @@ pub static META_V1_PRECONDITIONS: Msg = Msg {
     fields: &[
         Field { num: 1, json: "uid", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
         Field { num: 2, json: "resourceVersion", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
+    ],
+};
+
+/// k8s.io/api/policy/v1.Eviction
+pub static POLICY_V1_EVICTION: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "metadata", ty: Ty::Msg(&META_V1_OBJECTMETA), card: Card::One, keep_zero: false, inline: false },
+        Field { num: 2, json: "deleteOptions", ty: Ty::Msg(&META_V1_DELETEOPTIONS), card: Card::One, keep_zero: true, inline: false },
+    ],
+};
+
+/// k8s.io/api/scheduling/v1.PriorityClass
+pub static SCHEDULING_V1_PRIORITYCLASS: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "metadata", ty: Ty::Msg(&META_V1_OBJECTMETA), card: Card::One, keep_zero: false, inline: false },
+        Field { num: 2, json: "value", ty: Ty::Int32, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 3, json: "globalDefault", ty: Ty::Bool, card: Card::One, keep_zero: false, inline: false },
+        Field { num: 4, json: "description", ty: Ty::String, card: Card::One, keep_zero: false, inline: false },
+        Field { num: 5, json: "preemptionPolicy", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
     ],
 };

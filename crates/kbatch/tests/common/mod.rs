@@ -241,6 +241,19 @@ impl Server {
         self.kubeconfig_path()
     }
 
+    /// Runs kubectl against this server: its exit code, stdout and stderr.
+    #[allow(dead_code)] // Not every test binary that includes this module runs kubectl.
+    pub fn kubectl(&self, args: &[&str]) -> (i32, String, String) {
+        let mut cmd = Command::new("kubectl");
+        cmd.args(args).env("KUBECONFIG", self.kubeconfig());
+        let out = run_captured(cmd, None);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Start again on the same data dir and the same port, so that clients created before
     /// the restart (watchers, reflectors) reconnect by themselves.
     pub async fn restart_same_port(&mut self) {
