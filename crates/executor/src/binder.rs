@@ -6,7 +6,8 @@
 //! depends on has changed; a pod with scheduling gates waits, reported `SchedulingGated`. The
 //! node holds at most `max_pods` non-terminal pods (counting bindings in flight): a pod beyond
 //! that does not fit (`Too many pods`, the pods resource of the Node's allocatable) and is
-//! reported as such, once; kept out by that alone, it takes the next place that frees up,
+//! reported as such, once (a pod that lower-priority pods keep out preempts them instead,
+//! `preempt`); kept out by that alone, it takes the next place that frees up,
 //! highest priority first, then oldest, without the scheduler's back-off (on one machine a Job wider than the node
 //! would otherwise crawl at one pod per back-off).
 
@@ -19,6 +20,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::fit::{self, Requests};
+use crate::preempt::{self, Running};
 use crate::worker::is_terminal;
 
 /// After a failed bind, the pod is tried again this much later.
@@ -51,6 +53,9 @@ pub enum NotBound {
     /// It does not fit: the scheduler's message, and whether only the node's pod capacity
     /// keeps it out.
     Unschedulable(Candidate, String, bool),
+    /// It does not fit, and lower-priority pods of the node (the last field) are preempted
+    /// for it: the scheduler's message, and the node it is nominated to.
+    Preempting(Candidate, String, String, Vec<Arc<Pod>>),
 }
 
 /// The scheduling queue's order (upstream's PrioritySort): the highest `spec.priority` first,
@@ -85,7 +90,7 @@ pub struct PodIndex {
     unscheduled: BTreeMap<Order, Candidate>,
     order_of: HashMap<String, Order>,
     /// Non-terminal pods bound to this node, with what they request.
-    active: HashMap<String, Requests>,
+    active: HashMap<String, Running>,
     in_flight: HashMap<String, Requests>,
     retry_at: HashMap<String, Instant>,
     attempts: HashMap<String, Attempt>,
@@ -157,9 +162,11 @@ impl PodIndex {
         }
         let requests = self.in_flight.remove(&uid);
         if node_name == node && !is_terminal(pod) {
-            self.active
-                .entry(uid)
-                .or_insert_with(|| requests.unwrap_or_else(|| fit::pod_requests(pod)));
+            let requests = match self.active.get(&uid) {
+                Some(r) => r.requests.clone(),
+                None => requests.unwrap_or_else(|| fit::pod_requests(pod)),
+            };
+            self.active.insert(uid, Running::of(pod, requests));
         } else if self.active.remove(&uid).is_some() || requests.is_some() {
             // It left the node (or was seen bound only once finished).
             self.generation += 1;
@@ -200,7 +207,7 @@ impl PodIndex {
         let mut count = 0;
         for (other, r) in &self.active {
             if other != uid {
-                sum.add(r);
+                sum.add(&r.requests);
                 count += 1;
             }
         }
@@ -210,7 +217,10 @@ impl PodIndex {
     /// What the node's pods (and those being bound) request.
     fn requested(&self) -> Requests {
         let mut sum = Requests::default();
-        for r in self.active.values().chain(self.in_flight.values()) {
+        for r in self.active.values() {
+            sum.add(&r.requests);
+        }
+        for r in self.in_flight.values() {
             sum.add(r);
         }
         sum
@@ -259,6 +269,20 @@ impl PodIndex {
         let mut pod_count = self.used();
         let mut bind = Vec::new();
         let mut report = Vec::new();
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        // Pods nominated to this node by an earlier preemption hold their place against pods
+        // of lower or equal priority (upstream's `addNominatedPods`).
+        let nominated: Vec<(i32, Requests, String)> = self
+            .unscheduled
+            .values()
+            .filter(|c| nominated_to(&c.pod) == Some(node_name.as_str()))
+            .map(|c| {
+                let p = preempt::priority(&c.pod);
+                (p, fit::pod_requests(&c.pod), c.uid.clone())
+            })
+            .collect();
+        // Victims chosen in this pass: gone for the rest of it.
+        let mut claimed: std::collections::HashSet<String> = Default::default();
         for c in self.unscheduled.values() {
             let told_full = self
                 .attempts
@@ -277,10 +301,25 @@ impl PodIndex {
                 report.push(NotBound::Gated(c.clone()));
                 continue;
             }
+            let priority = preempt::priority(&c.pod);
+            let mut held = None;
+            let mut count = pod_count;
+            for (p, r, uid) in &nominated {
+                // Once bound (or being bound) it is counted as the node's own.
+                let placed = self.in_flight.contains_key(uid)
+                    || bind
+                        .iter()
+                        .any(|(b, _): &(Candidate, Requests)| b.uid == *uid);
+                if *p >= priority && *uid != c.uid && !placed {
+                    held.get_or_insert_with(|| requested.clone()).add(r);
+                    count += 1;
+                }
+            }
+            let seen = held.as_ref().unwrap_or(&requested);
             let info = fit::NodeInfo {
                 node,
-                requested: &requested,
-                pod_count,
+                requested: seen,
+                pod_count: count,
             };
             match fit::filter(&c.pod, &info) {
                 // The executor's capacity and the Node's allocatable pods disagree (the Node
@@ -295,8 +334,55 @@ impl PodIndex {
                 }
                 Err(unfit) => {
                     let full_node = unfit.reasons.iter().all(|r| r == fit::REASON_TOO_MANY_PODS);
-                    let message = fit::fit_error_message(&c.pod, &unfit);
-                    report.push(NotBound::Unschedulable(c.clone(), message, full_node));
+                    let mut post = fit::PostFilter::NoVictims;
+                    let mut victims = Vec::new();
+                    // Only a rejection that removing pods could fix is worth a preemption.
+                    if unfit.stage == fit::Stage::Node && unfit.code == fit::Code::Unschedulable {
+                        let running: Vec<&Running> = self
+                            .active
+                            .values()
+                            .filter(|r| !claimed.contains(&r.uid))
+                            .collect();
+                        let here = nominated_to(&c.pod) == Some(node_name.as_str());
+                        match preempt::not_eligible(&c.pod, here, &running) {
+                            // The usual message already says so.
+                            Some(preempt::NOT_ELIGIBLE_NEVER) => {}
+                            Some(why) => post = fit::PostFilter::NotEligible(why),
+                            None => {
+                                if let Some(v) =
+                                    preempt::select_victims(&c.pod, node, seen, count, &running)
+                                {
+                                    post = fit::PostFilter::Nominated;
+                                    victims = v;
+                                }
+                            }
+                        }
+                    }
+                    let message = fit::fit_error_message_with(&c.pod, &unfit, post);
+                    if post == fit::PostFilter::Nominated {
+                        // For the rest of the pass the preemptor holds the place its victims
+                        // leave.
+                        let mut pods = Vec::new();
+                        for uid in victims {
+                            if let Some(r) = self.active.get(&uid) {
+                                requested.sub(&r.requests);
+                                pod_count = pod_count.saturating_sub(1);
+                                pods.push(r.pod.clone());
+                            }
+                            claimed.insert(uid);
+                        }
+                        requested.add(&fit::pod_requests(&c.pod));
+                        pod_count += 1;
+                        report.push(NotBound::Preempting(
+                            c.clone(),
+                            message,
+                            node_name.clone(),
+                            pods,
+                        ));
+                    } else {
+                        let full_node = full_node && post == fit::PostFilter::NoVictims;
+                        report.push(NotBound::Unschedulable(c.clone(), message, full_node));
+                    }
                 }
             }
         }
@@ -317,6 +403,7 @@ impl PodIndex {
             let (uid, gated, full_node) = match n {
                 NotBound::Gated(c) => (&c.uid, true, false),
                 NotBound::Unschedulable(c, _, full_node) => (&c.uid, false, *full_node),
+                NotBound::Preempting(c, ..) => (&c.uid, false, false),
             };
             let backoff = self
                 .attempts
@@ -368,8 +455,16 @@ impl PodIndex {
 pub fn not_bound_patch(n: &NotBound, now: jiff::Timestamp) -> Option<serde_json::Value> {
     let (c, reason, message) = match n {
         NotBound::Gated(c) => (c, fit::SCHEDULING_GATED, fit::SCHEDULING_GATED_MESSAGE),
-        NotBound::Unschedulable(c, m, _) => (c, fit::UNSCHEDULABLE, m.as_str()),
+        NotBound::Unschedulable(c, m, _) | NotBound::Preempting(c, m, ..) => {
+            (c, fit::UNSCHEDULABLE, m.as_str())
+        }
     };
+    // A preemption nominates the pod to the node, in the same status write.
+    let nominate = match n {
+        NotBound::Preempting(_, _, node, _) => Some(node.as_str()),
+        _ => None,
+    }
+    .filter(|node| nominated_to(&c.pod) != Some(*node));
     let current = c
         .pod
         .status
@@ -381,7 +476,7 @@ pub fn not_bound_patch(n: &NotBound, now: jiff::Timestamp) -> Option<serde_json:
             && cur.reason.as_deref() == Some(reason)
             && cur.message.as_deref() == Some(message)
     });
-    if same {
+    if same && nominate.is_none() {
         return None;
     }
     // The transition time stays when only the reason or message changes.
@@ -392,7 +487,7 @@ pub fn not_bound_patch(n: &NotBound, now: jiff::Timestamp) -> Option<serde_json:
             || crate::time::seconds(now).to_string(),
             |t| t.0.to_string(),
         );
-    Some(json!({
+    let mut patch = json!({
         "metadata": {"uid": c.uid},
         "status": {"conditions": [{
             "type": "PodScheduled",
@@ -402,16 +497,33 @@ pub fn not_bound_patch(n: &NotBound, now: jiff::Timestamp) -> Option<serde_json:
             "lastProbeTime": null,
             "lastTransitionTime": since,
         }]}
-    }))
+    });
+    if let Some(node) = nominate {
+        patch["status"]["nominatedNodeName"] = json!(node);
+    }
+    Some(patch)
+}
+
+/// The node a pod was nominated to by a preemption (`status.nominatedNodeName`).
+fn nominated_to(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty())
 }
 
 /// Write what the scheduler reports about a pod it did not bind: its `PodScheduled`
 /// condition when that changed, and for an unschedulable pod a `FailedScheduling` event.
 pub async fn report(client: kube::Client, events: crate::events::NodeEvents, n: NotBound) {
     let c = match &n {
-        NotBound::Gated(c) | NotBound::Unschedulable(c, _, _) => c,
+        NotBound::Gated(c) | NotBound::Unschedulable(c, _, _) | NotBound::Preempting(c, ..) => c,
     };
-    if let NotBound::Unschedulable(c, message, _) = &n {
+    if let NotBound::Preempting(c, _, node, victims) = &n {
+        for victim in victims {
+            preempt_victim(&client, &events, &c.pod, node, victim).await;
+        }
+    }
+    if let NotBound::Unschedulable(c, message, _) | NotBound::Preempting(c, message, ..) = &n {
         tracing::debug!(pod = %c.name, %message, "pod does not fit");
         let pod = crate::events::PodRef {
             namespace: c.namespace.clone(),
@@ -431,6 +543,65 @@ pub async fn report(client: kube::Client, events: crate::events::NodeEvents, n: 
     if let Err(e) = result {
         tracing::debug!(pod = %c.name, error = %e, "writing the PodScheduled condition");
     }
+}
+
+/// Upstream's `prepareCandidate` for one victim: its `DisruptionTarget` condition
+/// (`PreemptionByScheduler`), its deletion with its own grace period, and the `Preempted` event.
+async fn preempt_victim(
+    client: &kube::Client,
+    events: &crate::events::NodeEvents,
+    preemptor: &Pod,
+    node: &str,
+    victim: &Arc<Pod>,
+) {
+    let ns = victim.metadata.namespace.clone().unwrap_or_default();
+    let name = victim.metadata.name.clone().unwrap_or_default();
+    let uid = victim.metadata.uid.clone().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let mut conditions = victim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let now = kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        crate::time::seconds(jiff::Timestamp::now()),
+    );
+    let condition = kbatch_api::k8s_openapi::api::core::v1::PodCondition {
+        type_: preempt::DISRUPTION_TARGET.to_string(),
+        status: "True".to_string(),
+        reason: Some(preempt::PREEMPTION_REASON.to_string()),
+        message: Some(preempt::condition_message(preemptor)),
+        last_transition_time: Some(now),
+        observed_generation: victim.metadata.generation.filter(|g| *g != 0),
+        ..Default::default()
+    };
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(c) => *c = condition,
+        None => conditions.push(condition),
+    }
+    let patch = json!({"metadata": {"uid": uid}, "status": {"conditions": conditions}});
+    let params = kube::api::PatchParams::default();
+    if let Err(e) = api
+        .patch_status(&name, &params, &kube::api::Patch::Strategic(patch))
+        .await
+    {
+        tracing::debug!(pod = %name, error = %e, "marking a preemption victim");
+        return;
+    }
+    if let Err(e) = api.delete(&name, &kube::api::DeleteParams::default()).await {
+        tracing::debug!(pod = %name, error = %e, "deleting a preemption victim");
+        return;
+    }
+    let preemptor_uid = preemptor.metadata.uid.clone().unwrap_or_default();
+    events.preempted(
+        &crate::events::PodRef {
+            namespace: ns,
+            name,
+            uid,
+        },
+        &preemptor_uid,
+        node,
+    );
 }
 
 /// POST pods/NAME/binding to `node`.
@@ -502,6 +673,7 @@ mod tests {
             .map(|n| match n {
                 NotBound::Gated(c) => (c.name.as_str(), "gated"),
                 NotBound::Unschedulable(c, m, _) => (c.name.as_str(), m.as_str()),
+                NotBound::Preempting(c, m, ..) => (c.name.as_str(), m.as_str()),
             })
             .collect()
     }
@@ -536,6 +708,114 @@ mod tests {
         // A deleted pod frees its place too.
         idx.forget("uid-b");
         assert_eq!(names(&idx.take_bindable(2, Some(&n), now).0), vec!["d"]);
+    }
+
+    /// DefaultPreemption on a full node: each higher-priority pod gets a victim of its own (a
+    /// pod nominated earlier in the pass holds the place its victim leaves), a pod of equal
+    /// priority gets none, and a nominated pod waits while its victims terminate.
+    #[test]
+    fn higher_priority_pods_preempt_lower_ones_one_victim_each() {
+        let now = Instant::now();
+        let n = node_with_pods(2);
+        let mut idx = PodIndex::default();
+        let prio = |name, created: &str, node, p: i32| {
+            let mut pod =
+                (*pod_with(name, created, node, "Running", json!({"priority": p}))).clone();
+            let started = serde_json::from_value(json!(created)).unwrap();
+            pod.status.get_or_insert_with(Default::default).start_time = Some(started);
+            Arc::new(pod)
+        };
+        idx.observe(&prio("low-a", "2024-01-01T00:00:01Z", "n", 1), "n");
+        idx.observe(&prio("low-b", "2024-01-01T00:00:02Z", "n", 1), "n");
+        idx.observe(&prio("high-1", "2024-01-01T00:00:05Z", "", 100), "n");
+        idx.observe(&prio("high-2", "2024-01-01T00:00:06Z", "", 100), "n");
+        idx.observe(&prio("same", "2024-01-01T00:00:04Z", "", 1), "n");
+        let (bind, report) = idx.take_bindable(2, Some(&n), now);
+        assert!(bind.is_empty());
+        let preempting: Vec<(&str, &str, Vec<&str>)> = report
+            .iter()
+            .filter_map(|r| match r {
+                NotBound::Preempting(c, m, node, victims) => {
+                    assert_eq!(node, "n");
+                    let v = victims
+                        .iter()
+                        .map(|p| p.metadata.name.as_deref().unwrap_or(""))
+                        .collect();
+                    Some((c.name.as_str(), m.as_str(), v))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            preempting,
+            // The later started is the less important: it goes first.
+            vec![
+                (
+                    "high-1",
+                    "0/1 nodes are available: 1 Too many pods.",
+                    vec!["low-b"]
+                ),
+                (
+                    "high-2",
+                    "0/1 nodes are available: 1 Too many pods.",
+                    vec!["low-a"]
+                ),
+            ]
+        );
+        let same = reported(&report)
+            .into_iter()
+            .find(|(name, _)| *name == "same")
+            .map(|(_, m)| m.to_string());
+        assert!(
+            same.as_deref()
+                .is_some_and(|m| m.ends_with("1 No preemption victims found for incoming pod.")),
+            "{same:?}"
+        );
+        // The victims terminate; the preemptors, nominated, wait for them without preempting
+        // again.
+        let terminating = |name, created| {
+            let mut p = (*prio(name, created, "n", 1)).clone();
+            p.metadata.deletion_timestamp = p.metadata.creation_timestamp.clone();
+            let status = p.status.get_or_insert_with(Default::default);
+            status.conditions =
+                Some(vec![serde_json::from_value(json!({
+                "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"
+            }))
+            .unwrap()]);
+            Arc::new(p)
+        };
+        idx.observe(&terminating("low-a", "2024-01-01T00:00:01Z"), "n");
+        idx.observe(&terminating("low-b", "2024-01-01T00:00:02Z"), "n");
+        let nominated = |name, created| {
+            let mut p = (*prio(name, created, "", 100)).clone();
+            p.status
+                .get_or_insert_with(Default::default)
+                .nominated_node_name = Some("n".into());
+            Arc::new(p)
+        };
+        idx.observe(&nominated("high-1", "2024-01-01T00:00:05Z"), "n");
+        idx.observe(&nominated("high-2", "2024-01-01T00:00:06Z"), "n");
+        let later = now + Duration::from_secs(2);
+        let (bind, report) = idx.take_bindable(2, Some(&n), later);
+        assert!(bind.is_empty());
+        let high: Vec<(&str, &str)> = reported(&report)
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("high"))
+            .collect();
+        assert_eq!(high.len(), 2, "{report:?}");
+        for (_, m) in high {
+            assert!(
+                m.ends_with(
+                    "preemption: not eligible due to a terminating pod on the nominated node."
+                ),
+                "{m}"
+            );
+        }
+        // Once they are gone, the nominated pods take the places, before the older `same`.
+        idx.forget("uid-low-a");
+        idx.forget("uid-low-b");
+        let (bind, _) = idx.take_bindable(2, Some(&n), later + Duration::from_secs(20));
+        assert_eq!(names(&bind), vec!["high-1", "high-2"]);
     }
 
     /// Upstream's PrioritySort: a higher priority goes first, whatever its age.

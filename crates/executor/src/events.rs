@@ -110,6 +110,15 @@ impl NodeEvents {
             .warning(pod.object(None), "FailedScheduling", message);
     }
 
+    /// The scheduler deleted the pod for a higher-priority one (`Preempted`).
+    pub fn preempted(&self, pod: &PodRef, preemptor_uid: &str, node: &str) {
+        self.scheduler.normal(
+            pod.object(None),
+            "Preempted",
+            &format!("Preempted by pod {preemptor_uid} on node {node}"),
+        );
+    }
+
     pub fn created(&self, pod: &PodRef, container: &str, list: List) {
         self.kubelet.normal(
             pod.container(container, list),

@@ -334,11 +334,28 @@ pub fn filter(pod: &Pod, node: &NodeInfo) -> Result<(), Unfit> {
 /// DefaultPreemption's `preemption: …` joined with `, `. A pod with `preemptionPolicy: Never`
 /// is `not eligible due to preemptionPolicy=Never.`; an unresolvable rejection leaves no
 /// candidate (`Preemption is not helpful for scheduling`); otherwise the node's pods are
-/// reported as no victims (`No preemption victims found for incoming pod`): kbatch never
-/// preempts, and upstream says so too when no pod on the node has a lower priority. A
+/// reported as no victims (`No preemption victims found for incoming pod`), as upstream says
+/// when no lower-priority pods would make room (a preemption that found victims adds
+/// nothing: `PostFilter::Nominated`). A
 /// PreFilter rejection stops the cycle before DynamicResources' PreFilter writes its state, so
 /// its PostFilter fails with the cycle state's `not found`, which upstream prints as is.
 pub fn fit_error_message(pod: &Pod, unfit: &Unfit) -> String {
+    fit_error_message_with(pod, unfit, PostFilter::NoVictims)
+}
+
+/// What preemption (the PostFilter) made of a pod that does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostFilter {
+    /// Nothing to preempt (or not allowed to): the usual message.
+    NoVictims,
+    /// Not eligible, for this reason (`PodEligibleToPreemptOthers`).
+    NotEligible(&'static str),
+    /// Victims were chosen and the pod nominated: the PostFilter succeeded, and adds nothing.
+    Nominated,
+}
+
+/// `fit_error_message` with preemption's outcome.
+pub fn fit_error_message_with(pod: &Pod, unfit: &Unfit, post: PostFilter) -> String {
     let mut message = match unfit.stage {
         Stage::PreFilter => format!(
             "0/{NODES} nodes are available: {}.",
@@ -346,8 +363,17 @@ pub fn fit_error_message(pod: &Pod, unfit: &Unfit) -> String {
         ),
         Stage::Node => nodes_available(&unfit.reasons),
     };
-    message.push(' ');
-    message.push_str(&post_filter_message(pod, unfit));
+    match post {
+        PostFilter::Nominated => {}
+        PostFilter::NotEligible(why) => {
+            message.push_str(" no new claims to deallocate, preemption: ");
+            message.push_str(why);
+        }
+        PostFilter::NoVictims => {
+            message.push(' ');
+            message.push_str(&post_filter_message(pod, unfit));
+        }
+    }
     message
 }
 

@@ -20,6 +20,7 @@ mod logs;
 mod machine;
 mod manager;
 mod node;
+mod preempt;
 mod probe;
 mod process;
 mod pty;

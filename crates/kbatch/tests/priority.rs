@@ -238,24 +238,23 @@ async fn priority_classes_and_pod_admission() {
     assert_eq!(r.json()["spec"]["priority"], 1000);
 }
 
-#[tokio::test]
-async fn the_node_schedules_the_highest_priority_first() {
+/// A node with one place (simulated pods), and the classes `high` (1000) and `low` (1).
+async fn one_place_two_classes() -> (Server, kube::Client) {
     let server = Server::start_with(&["--executor", "simulate", "--max-pods", "1"]).await;
     let client = server.client().await;
-    let ct = Some("application/json");
     for (name, value) in [("high", 1000), ("low", 1)] {
         let body = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
             "metadata": {"name": name}, "value": value});
-        let r = raw(
-            &client,
-            "POST",
-            PCS,
-            ct,
-            serde_json::to_vec(&body).expect("encode"),
-        )
-        .await;
+        let body = serde_json::to_vec(&body).expect("encode");
+        let r = raw(&client, "POST", PCS, Some("application/json"), body).await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
+    (server, client)
+}
+
+#[tokio::test]
+async fn the_node_schedules_the_highest_priority_first() {
+    let (_server, client) = one_place_two_classes().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod = |name: &str, class: &str, millis: u32| -> Pod {
         serde_json::from_value(json!({
@@ -296,4 +295,118 @@ async fn the_node_schedules_the_highest_priority_first() {
     .await;
     let low = pods.get("waiting-low").await.expect("get low");
     assert!(node_of(&low).is_empty(), "the low-priority pod was bound");
+}
+
+#[tokio::test]
+async fn a_higher_priority_pod_preempts_a_lower_one_when_the_node_is_full() {
+    let (server, client) = one_place_two_classes().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod = |name: &str, class: &str, finalizers: Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "finalizers": finalizers,
+                "annotations": {"kbatch.dev/simulate-duration": "600s"}},
+            "spec": {"priorityClassName": class, "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "busybox"}]}
+        }))
+        .expect("pod")
+    };
+    let phase = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default()
+    };
+    pods.create(
+        &PostParams::default(),
+        &pod("victim", "low", json!(["example.com/hold"])),
+    )
+    .await
+    .expect("create victim");
+    eventually(Duration::from_secs(10), "the victim runs", || async {
+        let p = pods.get("victim").await.ok()?;
+        (phase(&p) == "Running").then_some(())
+    })
+    .await;
+    let preemptor = pods
+        .create(&PostParams::default(), &pod("preemptor", "high", json!([])))
+        .await
+        .expect("create preemptor");
+
+    // The victim is marked and deleted, as the scheduler does it.
+    let victim = eventually(Duration::from_secs(10), "the victim is deleted", || async {
+        let p = pods.get("victim").await.ok()?;
+        p.metadata.deletion_timestamp.is_some().then_some(p)
+    })
+    .await;
+    let c = victim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
+        .cloned()
+        .expect("DisruptionTarget");
+    assert_eq!(c.reason.as_deref(), Some("PreemptionByScheduler"));
+    assert_eq!(
+        c.message.as_deref(),
+        Some("default-scheduler: preempting to accommodate a higher priority pod")
+    );
+    // The preemptor was nominated, then takes the place once the victim has stopped.
+    let bound = eventually(Duration::from_secs(20), "the preemptor runs", || async {
+        let p = pods.get("preemptor").await.ok()?;
+        (phase(&p) == "Running").then_some(p)
+    })
+    .await;
+    assert_eq!(
+        bound
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref()),
+        Some("kbatch-node")
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let list = events
+        .list(&kube::api::ListParams::default().fields("involvedObject.name=victim"))
+        .await
+        .expect("events");
+    let uid = preemptor.metadata.uid.clone().unwrap_or_default();
+    assert!(
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Preempted")
+                && e.message.as_deref()
+                    == Some(format!("Preempted by pod {uid} on node kbatch-node").as_str())),
+        "{:?}",
+        list.items
+            .iter()
+            .map(|e| (&e.reason, &e.message))
+            .collect::<Vec<_>>()
+    );
+    let (code, out, err) = server.kubectl(&["describe", "pod", "preemptor"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("0/1 nodes are available: 1 Too many pods."),
+        "{out}"
+    );
+    // A pod of the same priority preempts nothing: it waits.
+    pods.create(&PostParams::default(), &pod("peer", "high", json!([])))
+        .await
+        .expect("create peer");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let peer = pods.get("peer").await.expect("get peer");
+    assert!(
+        peer.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_none()
+    );
+    let running = pods.get("preemptor").await.expect("get preemptor");
+    assert!(running.metadata.deletion_timestamp.is_none());
+    let _ = pods
+        .patch(
+            "victim",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
 }
