@@ -242,14 +242,19 @@ async fn priority_classes_and_pod_admission() {
 async fn one_place_two_classes() -> (Server, kube::Client) {
     let server = Server::start_with(&["--executor", "simulate", "--max-pods", "1"]).await;
     let client = server.client().await;
+    two_classes(&client).await;
+    (server, client)
+}
+
+/// Creates the classes `high` (1000) and `low` (1).
+async fn two_classes(client: &kube::Client) {
     for (name, value) in [("high", 1000), ("low", 1)] {
         let body = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
             "metadata": {"name": name}, "value": value});
         let body = serde_json::to_vec(&body).expect("encode");
-        let r = raw(&client, "POST", PCS, Some("application/json"), body).await;
+        let r = raw(client, "POST", PCS, Some("application/json"), body).await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
-    (server, client)
 }
 
 #[tokio::test]
@@ -409,4 +414,87 @@ async fn a_higher_priority_pod_preempts_a_lower_one_when_the_node_is_full() {
             &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
         )
         .await;
+}
+
+/// A Job's pod preempted for a higher-priority pod fails with `DisruptionTarget`, which the
+/// Job's pod failure policy ignores: the Job replaces it and completes, with no failure counted.
+#[tokio::test]
+async fn a_preempted_job_pod_is_ignored_by_the_failure_policy_and_replaced() {
+    let server = Server::start_with(&[
+        "--executor",
+        "simulate",
+        "--max-pods",
+        "1",
+        "--controllers",
+        "job",
+        "--pod-failure-backoff",
+        "1s",
+    ])
+    .await;
+    let client = server.client().await;
+    two_classes(&client).await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "default");
+    let job = serde_json::from_value(json!({
+        "metadata": {"name": "background"},
+        "spec": {
+            "backoffLimit": 0,
+            "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+            ]},
+            "template": {
+                "metadata": {"annotations": {"kbatch.dev/simulate-duration": "2s"}},
+                "spec": {"priorityClassName": "low", "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "c", "image": "busybox"}]}
+            }
+        }
+    }))
+    .expect("job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create job");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let running_job_pod = || async {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels("job-name=background"))
+            .await
+            .ok()?;
+        list.items.into_iter().find(|p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                && p.metadata.deletion_timestamp.is_none()
+        })
+    };
+    let first = eventually(
+        Duration::from_secs(10),
+        "the Job's pod runs",
+        running_job_pod,
+    )
+    .await;
+    let urgent: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "urgent",
+            "annotations": {"kbatch.dev/simulate-duration": "1s"}},
+        "spec": {"priorityClassName": "high", "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &urgent)
+        .await
+        .expect("create urgent");
+    let done = common::wait_job_complete(&jobs, "background", Duration::from_secs(40)).await;
+    let status = done.status.clone().unwrap_or_default();
+    assert_eq!(status.failed.unwrap_or(0), 0, "{status:?}");
+    assert_eq!(status.succeeded, Some(1), "{status:?}");
+    // The urgent pod ran in between: it preempted the Job's first pod.
+    let urgent = pods.get("urgent").await.expect("get urgent");
+    assert_eq!(
+        urgent.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded")
+    );
+    assert!(
+        pods.get_opt(first.metadata.name.as_deref().unwrap_or(""))
+            .await
+            .expect("get first")
+            .is_none(),
+        "the preempted pod is gone"
+    );
 }
