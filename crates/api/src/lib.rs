@@ -8,6 +8,7 @@
 //! object, `strategy::*_prepare_for_update` (or `*_status_prepare_for_update`), then
 //! `validation::*_update` (or `*_status_update`).
 
+pub mod conditions;
 pub mod defaults;
 pub mod field;
 pub mod keys;

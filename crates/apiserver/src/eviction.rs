@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
@@ -28,7 +28,7 @@ const RETRY_DELAY: Duration = Duration::from_millis(500);
 /// `GuaranteedUpdate` retries without bound; each lost race means another write landed).
 const MAX_WRITE_RETRIES: usize = 1_000;
 
-pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+use kbatch_api::conditions::DISRUPTION_TARGET;
 pub const EVICTION_REASON: &str = "EvictionByEvictionAPI";
 pub const EVICTION_MESSAGE: &str = "Eviction API: evicting";
 
@@ -112,18 +112,13 @@ fn check_type(v: &mut Value) -> Result<(), ApiError> {
 /// The Eviction's delete options, with the request's dry run when they name none (upstream's
 /// `propagateDryRun`).
 fn eviction_delete_options(eviction: &Value, q: &Query) -> Result<DeleteOptions, ApiError> {
-    let body = match eviction.get("deleteOptions") {
-        Some(o @ Value::Object(_)) => serde_json::to_vec(o)
-            .map_err(|e| ApiError::internal(format!("encoding delete options: {e}")))?,
-        _ => Vec::new(),
-    };
+    let none = json!({});
+    let body = eviction
+        .get("deleteOptions")
+        .filter(|o| o.is_object())
+        .unwrap_or(&none);
     let dry_run = if q.dry_run()? { "dryRun=All" } else { "" };
-    let mut json_headers = HeaderMap::new();
-    json_headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    handlers::delete_options(&Query::parse(Some(dry_run)), &json_headers, &body)
+    handlers::delete_options_of(body, &Query::parse(Some(dry_run)))
 }
 
 /// Upstream's `canIgnorePDB`: a pod that is pending, finished or already being deleted.

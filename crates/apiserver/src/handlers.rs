@@ -1099,12 +1099,17 @@ pub fn delete_options(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<DeleteOptions, ApiError> {
-    let mut o = DeleteOptions::default();
     let parsed = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
         decode_body(headers, body)?
     };
+    delete_options_of(&parsed, q)
+}
+
+/// DeleteOptions from an already decoded body (`{}` for none) and the query, which wins.
+pub fn delete_options_of(parsed: &Value, q: &Query) -> Result<DeleteOptions, ApiError> {
+    let mut o = DeleteOptions::default();
     let mut policy = parsed
         .get("propagationPolicy")
         .and_then(Value::as_str)

@@ -149,9 +149,10 @@ fn classes_for(st: &State, spec: &Value) -> Result<Vec<Value>, ApiError> {
 /// Admission of a new pod (`v`, a pod document): Forbidden, as upstream words it, when its
 /// class is missing or its given priority disagrees.
 pub fn admit_pod(st: &State, v: &mut Value) -> Result<Vec<&'static str>, ApiError> {
-    let spec = v.get("spec").cloned().unwrap_or_else(|| json!({}));
-    let classes = classes_for(st, &spec)?;
-    match resolve(&spec, &classes) {
+    let empty = json!({});
+    let spec = v.get("spec").unwrap_or(&empty);
+    let classes = classes_for(st, spec)?;
+    match resolve(spec, &classes) {
         Ok(r) => Ok(apply(v, &r)),
         Err(why) => Err(ApiError::forbidden_named(
             "pods",

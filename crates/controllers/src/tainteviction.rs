@@ -17,10 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kbatch_api::k8s_openapi::api::core::v1::{
-    Node, ObjectReference, Pod, PodCondition, Taint, Toleration,
-};
-use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kbatch_api::conditions::with_disruption_target;
+use kbatch_api::k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Taint, Toleration};
 use kbatch_api::k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kbatch_api::taints;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
@@ -37,7 +35,6 @@ use crate::runtime::informer::{Change, InformerFactory, Lister};
 pub const COMPONENT: &str = "taint-eviction-controller";
 /// The reason of both its events.
 pub const EVENT_REASON: &str = "TaintManagerEviction";
-pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 pub const CONDITION_REASON: &str = "DeletionByTaintManager";
 pub const CONDITION_MESSAGE: &str = "Taint manager: deleting due to NoExecute taint";
 /// Attempts of one deletion before it is retried later (upstream's `retries`), 10 ms apart.
@@ -190,38 +187,6 @@ fn taint_sets_overlap(a: &str, b: &str) -> bool {
     }
     let right: Vec<&str> = b.split('\n').collect();
     a.split('\n').any(|t| right.contains(&t))
-}
-
-/// Upstream's `UpdatePodCondition` with the controller's condition; returns the new list when
-/// anything changed.
-pub fn with_disruption_target(pod: &Pod, now: Timestamp) -> Option<Vec<PodCondition>> {
-    let mut conditions = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let mut cond = PodCondition {
-        type_: DISRUPTION_TARGET.to_string(),
-        status: "True".to_string(),
-        reason: Some(CONDITION_REASON.to_string()),
-        message: Some(CONDITION_MESSAGE.to_string()),
-        last_transition_time: Some(Time(now)),
-        observed_generation: pod.metadata.generation.filter(|g| *g != 0),
-        ..PodCondition::default()
-    };
-    match conditions.iter_mut().find(|c| c.type_ == DISRUPTION_TARGET) {
-        None => conditions.push(cond),
-        Some(old) => {
-            if old.status == cond.status {
-                cond.last_transition_time = old.last_transition_time.clone();
-            }
-            if *old == cond {
-                return None;
-            }
-            *old = cond;
-        }
-    }
-    Some(conditions)
 }
 
 enum Msg {
@@ -679,7 +644,9 @@ async fn mark_and_delete(api: &Api<Pod>, name: &str, uid: &str) -> Result<(), ku
     {
         return Ok(());
     }
-    if let Some(conditions) = with_disruption_target(&pod, Timestamp::now()) {
+    if let Some(conditions) =
+        with_disruption_target(&pod, CONDITION_REASON, CONDITION_MESSAGE, Timestamp::now())
+    {
         let patch = json!({"metadata": {"uid": pod.uid()}, "status": {"conditions": conditions}});
         match api
             .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
@@ -872,27 +839,6 @@ mod tests {
                 ..
             }
         ));
-    }
-
-    #[test]
-    fn the_condition_is_added_once() {
-        let now = t("2024-01-01T00:00:00Z");
-        let mut pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "p", "generation": 3},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
-        }))
-        .unwrap();
-        let conds = with_disruption_target(&pod, now).expect("added");
-        assert_eq!(conds.len(), 2);
-        assert_eq!(conds[1].type_, "DisruptionTarget");
-        assert_eq!(conds[1].reason.as_deref(), Some("DeletionByTaintManager"));
-        assert_eq!(
-            conds[1].message.as_deref(),
-            Some("Taint manager: deleting due to NoExecute taint")
-        );
-        assert_eq!(conds[1].observed_generation, Some(3));
-        pod.status.as_mut().unwrap().conditions = Some(conds);
-        assert!(with_disruption_target(&pod, now + SignedDuration::from_secs(5)).is_none());
     }
 
     #[test]

@@ -558,35 +558,23 @@ async fn preempt_victim(
     let name = victim.metadata.name.clone().unwrap_or_default();
     let uid = victim.metadata.uid.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let mut conditions = victim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let now = kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+    // None when already marked (an earlier attempt): only the deletion is left to do.
+    let marked = kbatch_api::conditions::with_disruption_target(
+        victim,
+        preempt::PREEMPTION_REASON,
+        &preempt::condition_message(preemptor),
         crate::time::seconds(jiff::Timestamp::now()),
     );
-    let condition = kbatch_api::k8s_openapi::api::core::v1::PodCondition {
-        type_: preempt::DISRUPTION_TARGET.to_string(),
-        status: "True".to_string(),
-        reason: Some(preempt::PREEMPTION_REASON.to_string()),
-        message: Some(preempt::condition_message(preemptor)),
-        last_transition_time: Some(now),
-        observed_generation: victim.metadata.generation.filter(|g| *g != 0),
-        ..Default::default()
-    };
-    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
-        Some(c) => *c = condition,
-        None => conditions.push(condition),
-    }
-    let patch = json!({"metadata": {"uid": uid}, "status": {"conditions": conditions}});
-    let params = kube::api::PatchParams::default();
-    if let Err(e) = api
-        .patch_status(&name, &params, &kube::api::Patch::Strategic(patch))
-        .await
-    {
-        tracing::debug!(pod = %name, error = %e, "marking a preemption victim");
-        return;
+    if let Some(conditions) = marked {
+        let patch = json!({"metadata": {"uid": uid}, "status": {"conditions": conditions}});
+        let params = kube::api::PatchParams::default();
+        if let Err(e) = api
+            .patch_status(&name, &params, &kube::api::Patch::Strategic(patch))
+            .await
+        {
+            tracing::debug!(pod = %name, error = %e, "marking a preemption victim");
+            return;
+        }
     }
     if let Err(e) = api.delete(&name, &kube::api::DeleteParams::default()).await {
         tracing::debug!(pod = %name, error = %e, "deleting a preemption victim");

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use kbatch_api::conditions::is_disruption_target;
 use kbatch_api::k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::fit::{self, Requests};
@@ -31,16 +32,7 @@ impl Running {
         let status = pod.status.as_ref();
         let start = status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
         let deleting = pod.metadata.deletion_timestamp.is_some();
-        let preempted = deleting
-            && status
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c.type_ == DISRUPTION_TARGET
-                            && c.status == "True"
-                            && c.reason.as_deref() == Some(PREEMPTION_REASON)
-                    })
-                });
+        let preempted = deleting && is_disruption_target(pod, PREEMPTION_REASON);
         Running {
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             requests,
@@ -53,7 +45,6 @@ impl Running {
     }
 }
 
-pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 pub const PREEMPTION_REASON: &str = "PreemptionByScheduler";
 
 /// A pod's `spec.priority` (0 when unset).

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, eventually, raw};
+use common::{Server, eventually, raw, send_json};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -162,14 +162,14 @@ async fn release(pods: &Api<Pod>, name: &str) {
         .await;
 }
 
-fn eviction(name: &str, extra: Value) -> Vec<u8> {
+fn eviction(name: &str, extra: Value) -> Value {
     let mut e = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
     if let (Some(o), Some(x)) = (e.as_object_mut(), extra.as_object()) {
         for (k, v) in x {
             o.insert(k.clone(), v.clone());
         }
     }
-    serde_json::to_vec(&e).expect("encode")
+    e
 }
 
 fn disruption(p: &Pod) -> Option<k8s_openapi::api::core::v1::PodCondition> {
@@ -188,7 +188,6 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
     let client = server.client().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let path = |name: &str| format!("/api/v1/namespaces/default/pods/{name}/eviction");
-    let json_ct = Some("application/json");
 
     // Discovery lists it as kube-apiserver does.
     let v1 = raw(&client, "GET", "/api/v1", None, Vec::new())
@@ -213,12 +212,11 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
     .await;
 
     // Input errors, worded as upstream's.
-    let r = raw(
+    let r = send_json(
         &client,
         "POST",
         &path("runner"),
-        json_ct,
-        eviction("other", json!({})),
+        &eviction("other", json!({})),
     )
     .await;
     assert_eq!(r.status, 400, "{}", r.body);
@@ -226,37 +224,28 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
         r.json()["message"],
         "name in URL does not match name in Eviction object"
     );
-    let mut wrong = serde_json::from_slice::<Value>(&eviction("runner", json!({}))).expect("json");
+    let mut wrong = eviction("runner", json!({}));
     wrong["apiVersion"] = json!("v1");
-    let r = raw(
-        &client,
-        "POST",
-        &path("runner"),
-        json_ct,
-        serde_json::to_vec(&wrong).expect("encode"),
-    )
-    .await;
+    let r = send_json(&client, "POST", &path("runner"), &wrong).await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(
         r.json()["message"],
         "the API version in the data (v1) does not match the expected API version (policy/v1)"
     );
-    let r = raw(
+    let r = send_json(
         &client,
         "POST",
         &path("ghost"),
-        json_ct,
-        eviction("ghost", json!({})),
+        &eviction("ghost", json!({})),
     )
     .await;
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(r.json()["message"], "pods \"ghost\" not found");
-    let r = raw(
+    let r = send_json(
         &client,
         "POST",
         &path("runner"),
-        json_ct,
-        eviction(
+        &eviction(
             "runner",
             json!({"deleteOptions": {"preconditions": {"uid": "not-it"}}}),
         ),
@@ -272,12 +261,11 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
     );
 
     // A dry run changes nothing.
-    let r = raw(
+    let r = send_json(
         &client,
         "POST",
         &format!("{}?dryRun=All", path("runner")),
-        json_ct,
-        eviction("runner", json!({})),
+        &eviction("runner", json!({})),
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
@@ -286,12 +274,11 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
     assert!(disruption(&p).is_none());
 
     // The real one: 201 Success, the condition, then a graceful deletion the node carries out.
-    let r = raw(
+    let r = send_json(
         &client,
         "POST",
         &path("runner"),
-        json_ct,
-        eviction("runner", json!({})),
+        &eviction("runner", json!({})),
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
@@ -324,16 +311,9 @@ async fn the_eviction_subresource_marks_then_deletes_and_checks_its_input() {
         json!({"nodeSelector": {"no-such-label": "x"}}),
     )
     .await;
-    let mut beta = serde_json::from_slice::<Value>(&eviction("waiter", json!({}))).expect("json");
+    let mut beta = eviction("waiter", json!({}));
     beta["apiVersion"] = json!("policy/v1beta1");
-    let r = raw(
-        &client,
-        "POST",
-        &path("waiter"),
-        json_ct,
-        serde_json::to_vec(&beta).expect("encode"),
-    )
-    .await;
+    let r = send_json(&client, "POST", &path("waiter"), &beta).await;
     assert_eq!(r.status, 201, "{}", r.body);
     let p = pods.get("waiter").await.expect("get waiter");
     assert!(p.metadata.deletion_timestamp.is_some());

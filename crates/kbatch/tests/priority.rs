@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, eventually, raw};
+use common::{Server, eventually, raw, send_json};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
@@ -80,33 +80,22 @@ async fn priority_classes_and_pod_admission() {
     ]);
     assert_eq!(code, 0, "{err}");
     let create = |name: &str, value: i64, default: bool| {
-        serde_json::to_vec(
-            &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value, "globalDefault": default}),
-        )
-        .expect("encode")
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "globalDefault": default})
     };
-    let ct = Some("application/json");
-    let r = raw(&client, "POST", PCS, ct, create("second-default", 5, true)).await;
+    let r = send_json(&client, "POST", PCS, &create("second-default", 5, true)).await;
     assert_eq!(r.status, 403, "{}", r.body);
     assert_eq!(
         r.json()["message"],
         "priorityclasses.scheduling.k8s.io \"second-default\" is forbidden: PriorityClass low is already marked as default. Only one default can exist"
     );
-    let r = raw(&client, "POST", PCS, ct, create("system-mine", 5, false)).await;
+    let r = send_json(&client, "POST", PCS, &create("system-mine", 5, false)).await;
     assert_eq!(r.status, 422, "{}", r.body);
     assert_eq!(
         r.json()["message"],
         "PriorityClass.scheduling.k8s.io \"system-mine\" is invalid: metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: system-mine is not a known system priority class"
     );
-    let r = raw(
-        &client,
-        "POST",
-        PCS,
-        ct,
-        create("huge", 1_000_000_001, false),
-    )
-    .await;
+    let r = send_json(&client, "POST", PCS, &create("huge", 1_000_000_001, false)).await;
     assert_eq!(r.status, 422, "{}", r.body);
     assert_eq!(
         r.json()["details"]["causes"][0],
@@ -186,14 +175,7 @@ async fn priority_classes_and_pod_admission() {
     // A missing class, named by generateName as admission sees it; a priority of its own.
     let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "gen-"},
         "spec": {"priorityClassName": "nope", "containers": [{"name": "c", "image": "busybox"}]}});
-    let r = raw(
-        &client,
-        "POST",
-        "/api/v1/namespaces/default/pods",
-        ct,
-        serde_json::to_vec(&body).expect("encode"),
-    )
-    .await;
+    let r = send_json(&client, "POST", "/api/v1/namespaces/default/pods", &body).await;
     assert_eq!(r.status, 403, "{}", r.body);
     assert_eq!(
         r.json(),
@@ -205,14 +187,7 @@ async fn priority_classes_and_pod_admission() {
     body["metadata"] = json!({"name": "self-made"});
     body["spec"]["priorityClassName"] = json!("high");
     body["spec"]["priority"] = json!(7);
-    let r = raw(
-        &client,
-        "POST",
-        "/api/v1/namespaces/default/pods",
-        ct,
-        serde_json::to_vec(&body).expect("encode"),
-    )
-    .await;
+    let r = send_json(&client, "POST", "/api/v1/namespaces/default/pods", &body).await;
     assert_eq!(r.status, 403, "{}", r.body);
     assert_eq!(
         r.json()["message"],
@@ -226,12 +201,11 @@ async fn priority_classes_and_pod_admission() {
         spec.remove("preemptionPolicy");
     }
     cur["metadata"]["labels"] = json!({"touched": "yes"});
-    let r = raw(
+    let r = send_json(
         &client,
         "PUT",
         "/api/v1/namespaces/default/pods/urgent",
-        ct,
-        serde_json::to_vec(&cur).expect("encode"),
+        &cur,
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -251,8 +225,7 @@ async fn two_classes(client: &kube::Client) {
     for (name, value) in [("high", 1000), ("low", 1)] {
         let body = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
             "metadata": {"name": name}, "value": value});
-        let body = serde_json::to_vec(&body).expect("encode");
-        let r = raw(client, "POST", PCS, Some("application/json"), body).await;
+        let r = send_json(client, "POST", PCS, &body).await;
         assert_eq!(r.status, 201, "{}", r.body);
     }
 }

@@ -340,6 +340,13 @@ pub async fn raw(
     }
 }
 
+/// Send `body` as JSON.
+#[allow(dead_code)] // Not every test binary that includes this module sends JSON bodies.
+pub async fn send_json(client: &Client, method: &str, path: &str, body: &serde_json::Value) -> Raw {
+    let bytes = serde_json::to_vec(body).expect("encode a JSON body");
+    raw(client, method, path, Some("application/json"), bytes).await
+}
+
 /// Poll `f` until it returns `Some`, or panic with `what` after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
 where
