@@ -1,0 +1,10 @@
+//! The apiserver crate's integration tests, one binary: each module is one area.
+
+mod common;
+
+mod authentication;
+mod authorization;
+mod ephemeral_containers;
+mod fuzz_replay;
+mod go_encoding;
+mod metrics_api;
