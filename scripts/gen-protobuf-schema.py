@@ -38,6 +38,7 @@ ROOTS = [
     ("k8s.io/api/authorization/v1", "LocalSubjectAccessReview", "authorization.k8s.io/v1", "LocalSubjectAccessReview"),
     ("k8s.io/api/authentication/v1", "SelfSubjectReview", "authentication.k8s.io/v1", "SelfSubjectReview"),
     ("k8s.io/api/authentication/v1", "TokenReview", "authentication.k8s.io/v1", "TokenReview"),
+    ("k8s.io/api/core/v1", "ServiceAccount", "v1", "ServiceAccount"),
     ("k8s.io/api/scheduling/v1", "PriorityClass", "scheduling.k8s.io/v1", "PriorityClass"),
     ("k8s.io/api/policy/v1", "Eviction", "policy/v1", "Eviction"),
 ]

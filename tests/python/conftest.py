@@ -114,9 +114,10 @@ def kbatch_binary():
 def kbatch(request, tmp_path):
     """A fresh server per test; extra `kbatch up` flags via indirect parametrization."""
     extra_args = list(getattr(request, "param", []))
-    # API tests run without controllers, so nothing but the test changes the objects.
+    # API tests run without controllers, so nothing but the test changes the objects; but for
+    # the service account controller: pods need their namespace's default account.
     if not any(a.startswith("--controllers") for a in extra_args):
-        extra_args.append("--controllers=")
+        extra_args.append("--controllers=serviceaccount")
     # No executor unless the test picks one: the test plays the kubelet.
     if not any(a.startswith("--executor") for a in extra_args):
         extra_args += ["--executor", "none"]

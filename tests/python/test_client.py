@@ -1,6 +1,7 @@
 """The Python `kubernetes` client (unmodified) against `kbatch up`."""
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -371,3 +372,36 @@ def test_priority_classes(kbatch):
     code, err = api_error(s.delete_priority_class, "system-node-critical")
     assert code == 403
     assert err["message"].endswith("this is a system priority class and cannot be deleted")
+
+
+def test_service_accounts(kbatch):
+    c = kbatch.core()
+    # The service account controller makes every namespace's default account.
+    deadline = time.time() + 10
+    while not [sa for sa in c.list_namespaced_service_account(NS).items if sa.metadata.name == "default"]:
+        assert time.time() < deadline, "no default service account"
+        time.sleep(0.1)
+    c.create_namespaced_service_account(
+        NS,
+        client.V1ServiceAccount(
+            metadata=client.V1ObjectMeta(name="builder"),
+            image_pull_secrets=[client.V1LocalObjectReference(name="registry")],
+        ),
+    )
+    assert c.read_namespaced_service_account("builder", NS).image_pull_secrets[0].name == "registry"
+
+    plain = c.create_namespaced_pod(NS, pod_body("plain"))
+    assert (plain.spec.service_account_name, plain.spec.service_account) == ("default", "default")
+    body = pod_body("built")
+    body["spec"]["serviceAccountName"] = "builder"
+    built = c.create_namespaced_pod(NS, body)
+    assert [s.name for s in built.spec.image_pull_secrets] == ["registry"]
+
+    body = pod_body("ghost")
+    body["spec"]["serviceAccountName"] = "ghost"
+    code, err = api_error(c.create_namespaced_pod, NS, body)
+    assert code == 403
+    assert err["message"] == (
+        'pods "ghost" is forbidden: error looking up service account '
+        f'{NS}/ghost: serviceaccount "ghost" not found'
+    )

@@ -8,7 +8,7 @@ from kubernetes import watch
 
 from test_client import NS, job_body
 
-CONTROLLERS = ["--controllers", "job,podgc", "--pod-failure-backoff", "50ms"]
+CONTROLLERS = ["--controllers", "job,podgc,serviceaccount", "--pod-failure-backoff", "50ms"]
 
 
 def wait_for(what, fn, timeout=30):

@@ -139,6 +139,17 @@ pub fn pod_spec(spec: &mut PodSpec) {
     if spec.scheduler_name.as_deref().unwrap_or("").is_empty() {
         spec.scheduler_name = Some("default-scheduler".to_string());
     }
+    // v1's deprecated alias `serviceAccount`: read when `serviceAccountName` is missing, and
+    // always given back as the name (the v1 conversion of PodSpec).
+    if spec
+        .service_account_name
+        .as_deref()
+        .unwrap_or("")
+        .is_empty()
+    {
+        spec.service_account_name = spec.service_account.take().filter(|s| !s.is_empty());
+    }
+    spec.service_account = spec.service_account_name.clone();
     let host_network = spec.host_network == Some(true);
     for c in spec
         .containers

@@ -18,7 +18,9 @@ pub mod podlog;
 pub mod priority;
 pub mod quantity;
 pub mod quantity_text;
+pub mod serviceaccount;
 pub mod strategy;
+pub mod strconv;
 pub mod taints;
 pub mod validation;
 

@@ -332,3 +332,24 @@ pub fn qos_class(spec: &PodSpec) -> &'static str {
 pub fn priority_class_prepare_for_create(pc: &mut k8s_openapi::api::scheduling::v1::PriorityClass) {
     pc.metadata.generation = Some(1);
 }
+
+/// ServiceAccount create and update: each listed secret is kept by name only
+/// (`cleanSecretReferences`).
+pub fn service_account_clean_secret_references(
+    sa: &mut k8s_openapi::api::core::v1::ServiceAccount,
+) {
+    for secret in sa.secrets.iter_mut().flatten() {
+        *secret = k8s_openapi::api::core::v1::ObjectReference {
+            name: secret.name.take(),
+            ..Default::default()
+        };
+    }
+}
+
+/// [`service_account_clean_secret_references`] on update.
+pub fn service_account_prepare_for_update(
+    new: &mut k8s_openapi::api::core::v1::ServiceAccount,
+    _old: &k8s_openapi::api::core::v1::ServiceAccount,
+) {
+    service_account_clean_secret_references(new);
+}

@@ -651,12 +651,15 @@ async fn create_doc(
     let now = rfc3339(st.now());
     let tracked = apply::Target::new(sres.kind_name, &res.api_version(), Part::Main);
     let mut v = v;
-    // The Priority admission plugin (mutating: before validation, after the field manager).
-    let admitted = if sres.kind == Kind::Pod {
-        crate::priority::admit_pod(st, &mut v)?
-    } else {
-        Vec::new()
-    };
+    // The admission plugins kube-apiserver runs on a new pod, in its order (mutating: before
+    // validation, after the field manager): NamespaceLifecycle, ServiceAccount, Priority.
+    let mut admitted = Vec::new();
+    if sres.kind == Kind::Pod {
+        ensure_namespace(st, &url_ns).await?;
+        let name = crate::priority::admission_name(&v);
+        admitted.extend(crate::serviceaccount::admit_pod(st, &url_ns, &mut v, &name).await?);
+        admitted.extend(crate::priority::admit_pod(st, &mut v)?);
+    }
     let generate = object::meta_str(&v, "name")
         .is_none()
         .then(|| object::meta_str(&v, "generateName").map(str::to_string));

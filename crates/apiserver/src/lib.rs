@@ -28,6 +28,7 @@ pub mod request_metrics;
 pub mod resources;
 pub mod reviews;
 pub mod selector;
+pub mod serviceaccount;
 pub mod smp;
 pub mod storage_metrics;
 pub mod strategy;

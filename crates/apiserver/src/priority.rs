@@ -165,7 +165,7 @@ pub fn admit_pod(st: &State, v: &mut Value) -> Result<Vec<&'static str>, ApiErro
 
 /// The name admission errors give: the object's, else its generateName (names are generated
 /// after admission).
-fn admission_name(v: &Value) -> String {
+pub(crate) fn admission_name(v: &Value) -> String {
     let meta = |k: &str| {
         v.pointer(&format!("/metadata/{k}"))
             .and_then(Value::as_str)

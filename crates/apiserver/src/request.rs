@@ -207,13 +207,7 @@ impl Query {
     }
 }
 
-pub fn parse_go_bool(v: &str) -> Option<bool> {
-    match v {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
+pub use kbatch_api::strconv::parse_go_bool;
 
 #[cfg(test)]
 mod tests {

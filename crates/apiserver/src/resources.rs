@@ -14,6 +14,7 @@ pub enum Kind {
     Lease,
     ConfigMap,
     Secret,
+    ServiceAccount,
     PriorityClass,
 }
 
@@ -134,6 +135,19 @@ pub static RESOURCES: &[Resource] = &[
         categories: &[],
         subresources: &[],
         storage: "secrets",
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind_name: "ServiceAccount",
+        kind: Kind::ServiceAccount,
+        namespaced: true,
+        short_names: &["sa"],
+        categories: &[],
+        subresources: &[],
+        storage: "serviceaccounts",
     },
     Resource {
         group: "batch",

@@ -292,7 +292,11 @@ fn supported_field(kind: Kind, key: &str) -> bool {
         Kind::Namespace => key == "status.phase",
         // `SelectableFields` of secrets.
         Kind::Secret => key == "type",
-        Kind::CronJob | Kind::Lease | Kind::ConfigMap | Kind::PriorityClass => false,
+        Kind::CronJob
+        | Kind::Lease
+        | Kind::ConfigMap
+        | Kind::ServiceAccount
+        | Kind::PriorityClass => false,
     }
 }
 

@@ -5,7 +5,9 @@ use kbatch_api::field::ErrorList;
 use kbatch_api::k8s_openapi::Metadata;
 use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
 use kbatch_api::k8s_openapi::api::coordination::v1::Lease;
-use kbatch_api::k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
+use kbatch_api::k8s_openapi::api::core::v1::{
+    ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount,
+};
 use kbatch_api::k8s_openapi::api::scheduling::v1::PriorityClass;
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
@@ -255,6 +257,7 @@ macro_rules! dispatch {
             Kind::Lease => $self.$f(&LEASE $(, $arg)*),
             Kind::ConfigMap => $self.$f(&CONFIGMAP $(, $arg)*),
             Kind::Secret => $self.$f(&SECRET $(, $arg)*),
+            Kind::ServiceAccount => $self.$f(&SERVICE_ACCOUNT $(, $arg)*),
             Kind::PriorityClass => $self.$f(&PRIORITY_CLASS $(, $arg)*),
         }
     };
@@ -535,6 +538,13 @@ static PRIORITY_CLASS: Rules<PriorityClass> = Rules {
     prepare_create: prep::priority_class_prepare_for_create,
     validate_create: v::priority_class_create,
     validate_update: v::priority_class_update,
+    ..Rules::PERMISSIVE
+};
+static SERVICE_ACCOUNT: Rules<ServiceAccount> = Rules {
+    prepare_create: prep::service_account_clean_secret_references,
+    prepare_update: prep::service_account_prepare_for_update,
+    validate_create: v::service_account_create,
+    validate_update: v::service_account_update,
     ..Rules::PERMISSIVE
 };
 /// The `stringData` merge runs with the defaulting, on every decoded request body: what is

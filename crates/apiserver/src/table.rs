@@ -372,6 +372,16 @@ fn columns(kind: Kind) -> Vec<Col> {
             ),
             AGE,
         ],
+        Kind::ServiceAccount => vec![
+            NAME,
+            col(
+                "Secrets",
+                "string",
+                0,
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a \"kubernetes.io/enforce-mountable-secrets\" annotation set to \"true\". The \"kubernetes.io/enforce-mountable-secrets\" annotation is deprecated since v1.32. Prefer separate namespaces to isolate access to mounted secrets. This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret",
+            ),
+            AGE,
+        ],
     }
 }
 
@@ -923,6 +933,16 @@ pub fn row(kind: Kind, v: &Value, now: Timestamp, include: IncludeObject) -> Val
             json!(s(v, "/metadata/name")),
             json!(s(v, "/type")),
             json!(map_len(v, "/data")),
+            json!(since(now, v.pointer("/metadata/creationTimestamp"))),
+        ],
+        // SECRETS counts the listed secrets.
+        Kind::ServiceAccount => vec![
+            json!(s(v, "/metadata/name")),
+            json!(
+                v.pointer("/secrets")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len)
+            ),
             json!(since(now, v.pointer("/metadata/creationTimestamp"))),
         ],
     };

@@ -10,5 +10,6 @@ pub mod job;
 pub mod manager;
 pub mod podgc;
 pub mod runtime;
+pub mod serviceaccount;
 pub mod tainteviction;
 pub mod ttl;

@@ -30,15 +30,18 @@ pub enum ControllerName {
     /// NoExecute taints evict the pods that do not tolerate them (standalone only: a cluster
     /// runs its own).
     TaintEviction,
+    /// Every namespace's `default` ServiceAccount (standalone only: a cluster runs its own).
+    ServiceAccount,
 }
 
 impl ControllerName {
-    pub const ALL: [ControllerName; 5] = [
+    pub const ALL: [ControllerName; 6] = [
         ControllerName::Job,
         ControllerName::CronJob,
         ControllerName::Ttl,
         ControllerName::PodGc,
         ControllerName::TaintEviction,
+        ControllerName::ServiceAccount,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -48,6 +51,7 @@ impl ControllerName {
             ControllerName::Ttl => "ttl",
             ControllerName::PodGc => "podgc",
             ControllerName::TaintEviction => "tainteviction",
+            ControllerName::ServiceAccount => "serviceaccount",
         }
     }
 }
@@ -62,6 +66,7 @@ impl ControllerName {
             ControllerName::Ttl => "ttl-after-finished-controller",
             ControllerName::PodGc => "pod-garbage-collector",
             ControllerName::TaintEviction => crate::tainteviction::COMPONENT,
+            ControllerName::ServiceAccount => crate::serviceaccount::COMPONENT,
         }
     }
 }
@@ -98,7 +103,9 @@ impl fmt::Display for ControllerName {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown controller {0:?}: valid controllers are job, cronjob, ttl, podgc, tainteviction")]
+#[error(
+    "unknown controller {0:?}: valid controllers are job, cronjob, ttl, podgc, tainteviction, serviceaccount"
+)]
 pub struct UnknownController(pub String);
 
 impl FromStr for ControllerName {
@@ -111,12 +118,13 @@ impl FromStr for ControllerName {
             "ttl" | "ttl-after-finished" => Ok(ControllerName::Ttl),
             "podgc" => Ok(ControllerName::PodGc),
             "tainteviction" | "taint-eviction-controller" => Ok(ControllerName::TaintEviction),
+            "serviceaccount" | "serviceaccount-controller" => Ok(ControllerName::ServiceAccount),
             other => Err(UnknownController(other.to_string())),
         }
     }
 }
 
-/// Parses `job,cronjob,ttl,podgc,tainteviction` (or `*` for all).
+/// Parses `job,cronjob,ttl,podgc,tainteviction,serviceaccount` (or `*` for all).
 pub fn parse_controllers(list: &str) -> Result<BTreeSet<ControllerName>, UnknownController> {
     if list.trim() == "*" {
         return Ok(ControllerName::ALL.into_iter().collect());
@@ -184,6 +192,14 @@ pub async fn run(
                     Ok(())
                 });
             }
+            ControllerName::ServiceAccount => {
+                let (client, stop) = (client.clone(), shutdown.clone());
+                let informers = informers.clone();
+                tasks.spawn(async move {
+                    crate::serviceaccount::run(client, &informers, stop).await;
+                    Ok(())
+                });
+            }
             ControllerName::TaintEviction => {
                 let (recorder, task) =
                     EventRecorder::start(client.clone(), crate::tainteviction::COMPONENT);
@@ -247,7 +263,7 @@ mod tests {
     fn parses_controller_lists() {
         let all: BTreeSet<_> = ControllerName::ALL.into_iter().collect();
         assert_eq!(
-            parse_controllers("job,cronjob,ttl,podgc,tainteviction"),
+            parse_controllers("job,cronjob,ttl,podgc,tainteviction,serviceaccount"),
             Ok(all.clone())
         );
         assert_eq!(parse_controllers("*"), Ok(all));

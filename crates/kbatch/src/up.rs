@@ -36,9 +36,13 @@ pub struct UpArgs {
     /// At most this many unfinished pods run on the executor's node at once (kubelet's maxPods).
     #[arg(long, default_value_t = 110)]
     pub max_pods: usize,
-    /// Which controllers to run, comma-separated: job, cronjob, ttl, podgc, tainteviction
-    /// (empty: none).
-    #[arg(long, default_value = "job,cronjob,ttl,podgc,tainteviction")]
+    /// Which controllers to run, comma-separated: job, cronjob, ttl, podgc, tainteviction,
+    /// serviceaccount (empty: none; without serviceaccount, new namespaces get no default
+    /// ServiceAccount and their pods are refused).
+    #[arg(
+        long,
+        default_value = "job,cronjob,ttl,podgc,tainteviction,serviceaccount"
+    )]
     pub controllers: String,
     #[command(flatten)]
     pub controller_flags: ControllerFlags,

@@ -4,7 +4,9 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Binding, ConfigMap, Event, Namespace, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{
+    Binding, ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Status};
@@ -25,6 +27,7 @@ fn main() {
     generator.subschema_for::<Lease>();
     generator.subschema_for::<ConfigMap>();
     generator.subschema_for::<Secret>();
+    generator.subschema_for::<ServiceAccount>();
     generator.subschema_for::<PriorityClass>();
     generator.subschema_for::<DeleteOptions>();
     generator.subschema_for::<Status>();

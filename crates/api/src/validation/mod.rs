@@ -37,7 +37,8 @@ pub use indexes::{IndexParseError, parse_index_intervals, validate_indexes_forma
 pub use job::{is_condition_true, job_create, job_status_update, job_update, job_warnings};
 pub use other::{
     event_create, event_update, lease_create, lease_update, namespace_create, namespace_update,
-    node_create, node_update, priority_class_create, priority_class_update,
+    node_create, node_update, priority_class_create, priority_class_update, service_account_create,
+    service_account_update,
 };
 pub(crate) use pod::volume_sources;
 pub use pod::{

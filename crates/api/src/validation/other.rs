@@ -2,7 +2,7 @@
 //! PriorityClass.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, ServiceAccount};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::{object_meta, object_meta_update};
@@ -184,6 +184,18 @@ pub fn priority_class_update(new: &PriorityClass, old: &PriorityClass) -> ErrorL
         &Path::new("preemptionPolicy"),
         &mut errs,
     );
+    errs
+}
+
+/// `ValidateServiceAccount`: the metadata only, the name a DNS subdomain.
+pub fn service_account_create(sa: &ServiceAccount) -> ErrorList {
+    object_meta(&sa.metadata, true, names::name_is_dns_subdomain)
+}
+
+/// `ValidateServiceAccountUpdate`.
+pub fn service_account_update(new: &ServiceAccount, old: &ServiceAccount) -> ErrorList {
+    let mut errs = object_meta_update(&new.metadata, &old.metadata);
+    errs.extend(service_account_create(new));
     errs
 }
 

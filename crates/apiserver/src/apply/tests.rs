@@ -443,6 +443,17 @@ const PODS: &str = "/api/v1/namespaces/default/pods";
 /// A server with pod `p` (one container) created without a fieldManager.
 async fn server_with_pod() -> (Server, Value) {
     let s = server().await;
+    // The account the ServiceAccount admission gives the pod (no controller makes it here).
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    let (code, v) = s
+        .call(
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts",
+            "application/json",
+            sa,
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}});
     let (code, v) = s.call("POST", PODS, "application/json", pod).await;

@@ -21,6 +21,7 @@ pub static ROOTS: &[(&str, &str, &Msg)] = &[
     ("coordination.k8s.io/v1", "Lease", &COORDINATION_V1_LEASE),
     ("v1", "ConfigMap", &CORE_V1_CONFIGMAP),
     ("v1", "Secret", &CORE_V1_SECRET),
+    ("v1", "ServiceAccount", &CORE_V1_SERVICEACCOUNT),
     ("*", "DeleteOptions", &META_V1_DELETEOPTIONS),
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview", &AUTHORIZATION_V1_SELFSUBJECTACCESSREVIEW),
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview", &AUTHORIZATION_V1_SELFSUBJECTRULESREVIEW),
@@ -1654,6 +1655,16 @@ pub static CORE_V1_SECRET: Msg = Msg {
         Field { num: 2, json: "data", ty: Ty::Bytes, card: Card::Map, keep_zero: false, inline: false },
         Field { num: 4, json: "stringData", ty: Ty::String, card: Card::Map, keep_zero: false, inline: false },
         Field { num: 3, json: "type", ty: Ty::String, card: Card::One, keep_zero: false, inline: false },
+    ],
+};
+
+/// k8s.io/api/core/v1.ServiceAccount
+pub static CORE_V1_SERVICEACCOUNT: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "metadata", ty: Ty::Msg(&META_V1_OBJECTMETA), card: Card::One, keep_zero: false, inline: false },
+        Field { num: 2, json: "secrets", ty: Ty::Msg(&CORE_V1_OBJECTREFERENCE), card: Card::Repeated, keep_zero: false, inline: false },
+        Field { num: 3, json: "imagePullSecrets", ty: Ty::Msg(&CORE_V1_LOCALOBJECTREFERENCE), card: Card::Repeated, keep_zero: false, inline: false },
+        Field { num: 4, json: "automountServiceAccountToken", ty: Ty::Bool, card: Card::One, keep_zero: true, inline: false },
     ],
 };
 

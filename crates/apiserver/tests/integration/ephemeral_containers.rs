@@ -21,7 +21,9 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 async fn server() -> (Router, tempfile::TempDir) {
     let (state, dir) = common::state();
     state.bootstrap().await.expect("bootstrap");
-    (router(state), dir)
+    let app = router(state);
+    common::default_accounts(&app, &["default"]).await;
+    (app, dir)
 }
 
 async fn send(app: &Router, method: &str, uri: &str, body: Option<(&str, Vec<u8>)>) -> Reply {

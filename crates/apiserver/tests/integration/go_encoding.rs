@@ -17,7 +17,9 @@ const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 async fn server() -> (Router, tempfile::TempDir) {
     let (state, dir) = common::state();
     state.bootstrap().await.expect("bootstrap");
-    (router(state), dir)
+    let app = router(state);
+    common::default_accounts(&app, &["default"]).await;
+    (app, dir)
 }
 
 async fn call(app: &Router, method: &str, uri: &str, content_type: &str, body: Value) -> Value {

@@ -143,6 +143,7 @@ async fn cluster() -> (Router, FakeKubelet, tempfile::TempDir) {
     let (state, dir) = common::state();
     state.bootstrap().await.unwrap();
     let app = kbatch_apiserver::router(state.clone());
+    common::default_accounts(&app, &["default", "kube-system"]).await;
     let node = json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
         "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 const WAIT: Duration = Duration::from_secs(30);
 
 async fn server() -> Server {
-    Server::start_with(&["--controllers", "cronjob,job,ttl,podgc"]).await
+    Server::start_with(&["--controllers", "cronjob,job,ttl,podgc,serviceaccount"]).await
 }
 
 /// A CronJob firing every January 1st (UTC), with `spec` merged in.
@@ -238,7 +238,7 @@ async fn a_due_schedule_creates_a_named_owned_job() {
 async fn many_cronjobs_due_at_once_each_get_one_job_and_record_it() {
     let server = Server::start_with(&[
         "--controllers",
-        "cronjob",
+        "cronjob,serviceaccount",
         "--concurrent-cron-job-syncs",
         "2",
     ])

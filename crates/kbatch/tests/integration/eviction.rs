@@ -67,7 +67,7 @@ async fn kubectl_drain_evicts_job_pods_whose_failure_policy_sees_the_disruption(
         "--executor",
         "process",
         "--controllers",
-        "job",
+        "job,serviceaccount",
         "--pod-failure-backoff",
         "1s",
     ])
@@ -370,8 +370,13 @@ async fn events_about(client: &kube::Client, pod: &str) -> Vec<(String, String, 
 
 #[tokio::test]
 async fn no_execute_taints_evict_the_pods_that_do_not_tolerate_them() {
-    let server =
-        Server::start_with(&["--executor", "process", "--controllers", "tainteviction"]).await;
+    let server = Server::start_with(&[
+        "--executor",
+        "process",
+        "--controllers",
+        "tainteviction,serviceaccount",
+    ])
+    .await;
     let client = server.client().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     tolerating_pod(&pods, "intolerant", None).await;

@@ -153,7 +153,13 @@ async fn simulate_executor_honours_max_pods() {
 #[tokio::test]
 async fn a_jobs_ready_count_follows_its_pods_readiness_probe() {
     use k8s_openapi::api::batch::v1::Job;
-    let mut server = Server::start_with(&["--executor", "process", "--controllers", "job"]).await;
+    let mut server = Server::start_with(&[
+        "--executor",
+        "process",
+        "--controllers",
+        "job,serviceaccount",
+    ])
+    .await;
     let client = server.client().await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let job: Job = serde_json::from_value(json!({

@@ -21,7 +21,7 @@ const TRACKING: &str = "batch.kubernetes.io/job-tracking";
 async fn server() -> Server {
     Server::start_with(&[
         "--controllers",
-        "job",
+        "job,serviceaccount",
         "--pod-failure-backoff",
         "50ms",
         "--pod-failure-backoff-max",
@@ -1200,7 +1200,7 @@ async fn deleting_a_running_job_removes_its_pods_and_their_finalizers() {
 async fn failed_pods_are_replaced_after_the_pod_failure_backoff() {
     let server = Server::start_with(&[
         "--controllers",
-        "job,podgc",
+        "job,podgc,serviceaccount",
         "--pod-failure-backoff",
         "2s",
         "--pod-failure-backoff-max",
@@ -1247,7 +1247,7 @@ async fn failed_pods_are_replaced_after_the_pod_failure_backoff() {
 async fn syncs_wait_for_their_own_writes_instead_of_conflicting() {
     let server = Server::start_with(&[
         "--controllers",
-        "job",
+        "job,serviceaccount",
         "--executor",
         "simulate",
         "--job-sync-batch-period=0s",
@@ -1285,7 +1285,13 @@ async fn syncs_wait_for_their_own_writes_instead_of_conflicting() {
 /// pod gets exactly one finalizer patch (`apiserver_request_total` counts them).
 #[tokio::test]
 async fn each_tracking_finalizer_is_removed_with_one_patch() {
-    let server = Server::start_with(&["--controllers", "job", "--executor", "simulate"]).await;
+    let server = Server::start_with(&[
+        "--controllers",
+        "job,serviceaccount",
+        "--executor",
+        "simulate",
+    ])
+    .await;
     let client = server.client().await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");

@@ -23,7 +23,7 @@ async fn cluster() -> Server {
         "--executor",
         "simulate",
         "--controllers",
-        "job,cronjob,ttl,podgc",
+        "job,cronjob,ttl,podgc,serviceaccount",
     ])
     .await
 }
@@ -666,9 +666,11 @@ async fn describe_shows_events() {
     assert_contains_all(
         &out,
         &[
-            "Namespace:    default",
-            "Node:         kbatch-node/",
-            "Status:       Succeeded",
+            "Namespace:        default",
+            // The ServiceAccount admission gives every pod an account, as on a cluster.
+            "Service Account:  default",
+            "Node:             kbatch-node/",
+            "Status:           Succeeded",
             "Controlled By:  Job/hello",
             "      Reason:       Completed",
             "      Exit Code:    0",
@@ -974,7 +976,7 @@ fn pending_job(k: &Kubectl, name: &str) -> Vec<String> {
 /// ownerReference, foreground removes the Job only after its pods; wait --for=delete.
 #[tokio::test]
 async fn delete_cascades() {
-    let server = Server::start_with(&["--controllers", "job"]).await;
+    let server = Server::start_with(&["--controllers", "job,serviceaccount"]).await;
     let k = Kubectl::new(&server);
 
     pending_job(&k, "bg");
@@ -1156,6 +1158,7 @@ async fn api_resources_versions_and_version() {
             &["pods", "po", "v1", "true", "Pod"],
             // No short name: a row with one cell fewer.
             &["secrets", "v1", "true", "Secret"],
+            &["serviceaccounts", "sa", "v1", "true", "ServiceAccount"],
             &[
                 "selfsubjectreviews",
                 "authentication.k8s.io/v1",

@@ -19,6 +19,7 @@ mod priority;
 mod protobuf;
 mod run_command;
 mod server_side_apply;
+mod serviceaccount;
 mod tls;
 mod top;
 mod watch_list;

@@ -399,7 +399,7 @@ async fn a_preempted_job_pod_is_ignored_by_the_failure_policy_and_replaced() {
         "--max-pods",
         "1",
         "--controllers",
-        "job",
+        "job,serviceaccount",
         "--pod-failure-backoff",
         "1s",
     ])

@@ -366,7 +366,13 @@ fn managers_of(meta: &kube::api::ObjectMeta) -> Vec<(String, String, String)> {
 
 #[tokio::test]
 async fn controllers_and_executor_writes_are_managed_as_upstream_names_them() {
-    let server = Server::start_with(&["--executor", "simulate", "--controllers", "job"]).await;
+    let server = Server::start_with(&[
+        "--executor",
+        "simulate",
+        "--controllers",
+        "job,serviceaccount",
+    ])
+    .await;
     let client = server.client().await;
     let jobs: Api<Job> = Api::default_namespaced(client.clone());
     let pods: Api<Pod> = Api::default_namespaced(client.clone());

@@ -41,7 +41,7 @@ fn token_of(server: &Server) -> String {
 async fn a_non_loopback_address_is_served_over_tls_with_a_token() {
     let mut server = Server::start_on(
         "0.0.0.0:0",
-        &["--executor", "simulate", "--controllers=job"],
+        &["--executor", "simulate", "--controllers=job,serviceaccount"],
     )
     .await;
     assert!(

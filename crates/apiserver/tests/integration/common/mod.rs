@@ -30,6 +30,21 @@ pub fn server() -> (Router, tempfile::TempDir) {
     (router(st), dir)
 }
 
+/// Creates the `default` ServiceAccount of each of `namespaces`, which the service account
+/// controller would make (pods are refused without their account).
+pub async fn default_accounts(app: &Router, namespaces: &[&str]) {
+    for ns in namespaces {
+        let sa = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default"}});
+        let req = axum::http::Request::builder()
+            .method("POST")
+            .uri(format!("/api/v1/namespaces/{ns}/serviceaccounts"))
+            .header("content-type", "application/json");
+        let r = send(app, req, Body::from(sa.to_string())).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    }
+}
+
 pub struct Reply {
     pub status: StatusCode,
     pub body: Value,

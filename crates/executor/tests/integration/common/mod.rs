@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ContainerStateWaiting, ContainerStatus, Event, Pod};
+use k8s_openapi::api::core::v1::{
+    ContainerStateWaiting, ContainerStatus, Event, Pod, ServiceAccount,
+};
 use kbatch_api::k8s_openapi;
 use kbatch_apiserver::ServerState;
 use kbatch_executor::{ExecutorConfig, ExecutorError, RuntimeKind};
@@ -84,6 +86,14 @@ impl Cluster {
         state.set_ready();
         let url: http::Uri = format!("http://{addr}").parse().expect("url");
         let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
+        // The account the API server's ServiceAccount admission gives every pod, which the
+        // service account controller would make.
+        let mut sa = ServiceAccount::default();
+        sa.metadata.name = Some("default".into());
+        Api::<ServiceAccount>::namespaced(client.clone(), "default")
+            .create(&PostParams::default(), &sa)
+            .await
+            .expect("create the default service account");
         Cluster {
             client,
             config,

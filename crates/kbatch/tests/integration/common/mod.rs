@@ -105,13 +105,14 @@ impl Server {
             .arg(listen)
             .args(&self.extra_args)
             // API tests run without controllers unless they ask for some, so that nothing but
-            // the test changes the objects.
+            // the test changes the objects; but for the service account controller: pods need
+            // their namespace's default account.
             .args(
                 (!self
                     .extra_args
                     .iter()
                     .any(|a| a.starts_with("--controllers")))
-                .then_some("--controllers="),
+                .then_some("--controllers=serviceaccount"),
             )
             .env("KBATCH_LOG", "info")
             .stdin(Stdio::null())
