@@ -41,6 +41,7 @@ ROOTS = [
     ("k8s.io/api/core/v1", "ServiceAccount", "v1", "ServiceAccount"),
     ("k8s.io/api/scheduling/v1", "PriorityClass", "scheduling.k8s.io/v1", "PriorityClass"),
     ("k8s.io/api/policy/v1", "Eviction", "policy/v1", "Eviction"),
+    ("k8s.io/api/policy/v1", "PodDisruptionBudget", "policy/v1", "PodDisruptionBudget"),
 ]
 
 META = "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -33,6 +33,7 @@ pub const SEED_LEASE: &str = include_str!("../corpus/api_objects/lease.json");
 pub const SEED_CONFIGMAP: &str = include_str!("../corpus/api_objects/configmap.json");
 pub const SEED_SECRET: &str = include_str!("../corpus/api_objects/secret.json");
 pub const SEED_SERVICE_ACCOUNT: &str = include_str!("../corpus/api_objects/serviceaccount.json");
+pub const SEED_PDB: &str = include_str!("../corpus/api_objects/poddisruptionbudget.json");
 pub const SEED_PRIORITY_CLASS: &str = include_str!("../corpus/api_objects/priorityclass.json");
 
 /// Fixed system metadata, so a replayed input takes the same path as when it was found.
@@ -54,6 +55,7 @@ pub fn seed_text(res: &Resource) -> &'static str {
         Kind::Secret => SEED_SECRET,
         Kind::ServiceAccount => SEED_SERVICE_ACCOUNT,
         Kind::PriorityClass => SEED_PRIORITY_CLASS,
+        Kind::PodDisruptionBudget => SEED_PDB,
     }
 }
 

@@ -405,3 +405,26 @@ def test_service_accounts(kbatch):
         'pods "ghost" is forbidden: error looking up service account '
         f'{NS}/ghost: serviceaccount "ghost" not found'
     )
+
+
+def test_pod_disruption_budgets(kbatch):
+    p = client.PolicyV1Api(kbatch.api_client)
+    p.create_namespaced_pod_disruption_budget(
+        NS,
+        client.V1PodDisruptionBudget(
+            metadata=client.V1ObjectMeta(name="guard"),
+            spec=client.V1PodDisruptionBudgetSpec(
+                min_available=1, selector=client.V1LabelSelector(match_labels={"app": "a"})
+            ),
+        ),
+    )
+    pdb = p.read_namespaced_pod_disruption_budget("guard", NS)
+    assert (pdb.spec.min_available, pdb.metadata.generation) == (1, 1)
+    assert [b.metadata.name for b in p.list_namespaced_pod_disruption_budget(NS).items] == ["guard"]
+    code, err = api_error(
+        p.create_namespaced_pod_disruption_budget,
+        NS,
+        {"metadata": {"name": "both"}, "spec": {"minAvailable": 1, "maxUnavailable": 1}},
+    )
+    assert code == 422
+    assert err["message"].endswith("minAvailable and maxUnavailable cannot be both set")

@@ -12,6 +12,7 @@ pub mod conditions;
 pub mod defaults;
 pub mod field;
 pub mod keys;
+pub mod labels;
 pub mod lean;
 pub mod names;
 pub mod podlog;

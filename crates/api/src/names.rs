@@ -284,6 +284,23 @@ fn max_len_bytes(n: usize) -> String {
     format!("must be no more than {n} bytes")
 }
 
+/// `ValidatePathSegmentName`: what every object name must be to fit in a URL path segment
+/// (the generic check the registry runs after a kind's own).
+pub fn path_segment_name(name: &str, prefix: bool) -> Vec<String> {
+    if !prefix {
+        for bad in [".", ".."] {
+            if name == bad {
+                return vec![format!("may not be '{bad}'")];
+            }
+        }
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|c| name.contains(*c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

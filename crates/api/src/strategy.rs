@@ -353,3 +353,28 @@ pub fn service_account_prepare_for_update(
 ) {
     service_account_clean_secret_references(new);
 }
+
+/// PodDisruptionBudget create: no status, generation 1.
+pub fn pdb_prepare_for_create(pdb: &mut k8s_openapi::api::policy::v1::PodDisruptionBudget) {
+    pdb.status = None;
+    pdb.metadata.generation = Some(1);
+}
+
+/// PodDisruptionBudget update: status from old; generation bump iff the spec changed.
+pub fn pdb_prepare_for_update(
+    new: &mut k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    old: &k8s_openapi::api::policy::v1::PodDisruptionBudget,
+) {
+    new.status = old.status.clone();
+    if new.spec != old.spec {
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
+    }
+}
+
+/// PodDisruptionBudget status update: spec from old.
+pub fn pdb_status_prepare_for_update(
+    new: &mut k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    old: &k8s_openapi::api::policy::v1::PodDisruptionBudget,
+) {
+    new.spec = old.spec.clone();
+}

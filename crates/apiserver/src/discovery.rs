@@ -339,6 +339,7 @@ mod tests {
                 "coordination.k8s.io",
                 "authentication.k8s.io",
                 "authorization.k8s.io",
+                "policy",
                 "scheduling.k8s.io"
             ]
         );

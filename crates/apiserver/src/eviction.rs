@@ -3,8 +3,11 @@
 //! `DisruptionTarget` condition (`EvictionByEvictionAPI`), so that a Job's pod failure policy
 //! can tell an eviction from a crash. A pod that is pending, finished or already being deleted
 //! is deleted at the revision it was read at, retried on conflict as upstream retries (20
-//! times, 500 ms apart). No PodDisruptionBudgets are served, so none ever refuses an eviction.
+//! times, 500 ms apart). A running pod covered by a PodDisruptionBudget goes only when the
+//! budget allows one more disruption, which the eviction takes (`pdb`); an unready one when
+//! the budget is met anyway or says `AlwaysAllow`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::http::HeaderMap;
@@ -15,7 +18,9 @@ use crate::State;
 use crate::error::ApiError;
 use crate::handlers::{self, DeleteOptions};
 use crate::object::{self, rfc3339};
+use crate::pdb;
 use crate::request::{Query, Target};
+use crate::resources::{self, Kind};
 use crate::storage_metrics;
 use kbatch_store::StoreError;
 
@@ -68,7 +73,7 @@ pub async fn evict(
     // A pod whose eviction disrupts nothing more (pending, finished or being deleted) is
     // deleted at once, at the revision it was read at unless the client chose one.
     let mut attempt = 0;
-    loop {
+    let (pod, pod_rv) = loop {
         attempt += 1;
         let cur = st
             .store
@@ -76,7 +81,7 @@ pub async fn evict(
             .ok_or_else(|| ApiError::not_found("pods", "", &name))?;
         let pod = handlers::parse_stored(&cur)?;
         if !can_ignore_budget(&pod) {
-            break;
+            break (pod, cur.rv);
         }
         let mut pinned = opts.clone();
         if should_enforce_revision(&pod) && opts.resource_version.is_none() {
@@ -89,10 +94,106 @@ pub async fn evict(
             }
             Err(e) => return Err(e),
         }
+    };
+    // A running pod: the budget that covers it, if any, must allow the disruption.
+    let budgets = covering_budgets(st, url_ns, &pod)?;
+    let mut budget_name = None;
+    let mut pinned = false;
+    let mut delete_opts = opts.clone();
+    match budgets.as_slice() {
+        [] => {}
+        [(budget_key, budget)] => {
+            let bname = object::meta_str(budget, "name").unwrap_or("").to_string();
+            if !is_ready(&pod) && pdb::unready_pod_may_go(budget) {
+                // Deleted only if it has not become ready since it was read.
+                if delete_opts.resource_version.is_none() {
+                    delete_opts.resource_version = Some(pod_rv.to_string());
+                }
+                pinned = true;
+            } else {
+                take_disruption(st, budget_key, &bname, &name, opts.dry_run).await?;
+            }
+            budget_name = Some(bname);
+        }
+        _ => return Err(pdb::several_budgets()),
     }
-    // A running pod: no disruption budget can cover it here, so it goes.
-    mark_and_delete(st, &pod_target, &key, &name, opts).await?;
-    Ok(handlers::created_success())
+    match mark_and_delete(st, &pod_target, &key, &name, delete_opts).await {
+        Ok(()) => Ok(handlers::created_success()),
+        Err(e) if e.code == 409 && pinned && opts.resource_version.is_none() => {
+            Err(pdb::still_processing(budget_name.as_deref().unwrap_or("")))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The budgets of the pod's namespace that cover it, with their keys.
+fn covering_budgets(
+    st: &State,
+    namespace: &str,
+    pod: &Value,
+) -> Result<Vec<(String, Value)>, ApiError> {
+    let res = resources::by_kind(Kind::PodDisruptionBudget);
+    let labels: BTreeMap<String, String> = pod
+        .pointer("/metadata/labels")
+        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .unwrap_or_default();
+    let page = st.store.list(&res.prefix(Some(namespace)), None, None);
+    let mut out = Vec::new();
+    for o in page.items.iter() {
+        let budget = handlers::parse_stored(o)?;
+        if pdb::covers(&budget, &labels) {
+            let name = object::meta_str(&budget, "name").unwrap_or("").to_string();
+            out.push((res.key(namespace, &name), budget));
+        }
+    }
+    Ok(out)
+}
+
+/// Takes one allowed disruption from the budget, retried on conflict as upstream's
+/// `RetryOnConflict(EvictionsRetry)` (the budget read again each time).
+async fn take_disruption(
+    st: &State,
+    key: &str,
+    budget_name: &str,
+    pod_name: &str,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    let res = resources::by_kind(Kind::PodDisruptionBudget);
+    for _ in 0..RETRY_STEPS {
+        let cur = st
+            .store
+            .get(key)
+            .ok_or_else(|| ApiError::not_found("poddisruptionbudgets", "policy", budget_name))?;
+        let budget = handlers::parse_stored(&cur)?;
+        let now = rfc3339(st.now());
+        let Some(updated) = pdb::check_and_decrement(&budget, pod_name, &now, dry_run)? else {
+            return Ok(());
+        };
+        match storage_metrics::update(&st.store, key.to_string(), updated, Some(cur.rv)).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => tokio::time::sleep(RETRY_DELAY).await,
+            Err(e) => return Err(handlers::store_err(res, budget_name, e)),
+        }
+    }
+    let mut e = ApiError::new(
+        504,
+        "Timeout",
+        format!("Timeout: couldn't update PodDisruptionBudget \"{budget_name}\" due to conflicts"),
+    );
+    e.details = Some(json!({"retryAfterSeconds": 10}));
+    Err(e)
+}
+
+/// `podutil.IsPodReady`.
+fn is_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Ready")
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
 }
 
 /// The body must be an Eviction of a version the subresource takes; it is read as policy/v1.

@@ -21,6 +21,7 @@ pub mod metrics_api;
 mod object;
 pub mod openapi;
 pub mod openapi_v2;
+pub mod pdb;
 pub mod priority;
 pub mod protobuf;
 pub mod request;

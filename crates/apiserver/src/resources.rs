@@ -16,6 +16,7 @@ pub enum Kind {
     Secret,
     ServiceAccount,
     PriorityClass,
+    PodDisruptionBudget,
 }
 
 #[derive(Debug)]
@@ -214,6 +215,19 @@ pub static RESOURCES: &[Resource] = &[
         subresources: &[],
         storage: "priorityclasses.scheduling.k8s.io",
     },
+    Resource {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        kind_name: "PodDisruptionBudget",
+        kind: Kind::PodDisruptionBudget,
+        namespaced: true,
+        short_names: &["pdb"],
+        categories: &[],
+        subresources: &[("status", STATUS_VERBS)],
+        storage: "poddisruptionbudgets.policy",
+    },
 ];
 
 impl Resource {
@@ -279,6 +293,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("coordination.k8s.io", "v1"),
     (crate::authentication::GROUP, crate::authentication::VERSION),
     (crate::authorization::GROUP, crate::authorization::VERSION),
+    ("policy", "v1"),
     ("scheduling.k8s.io", "v1"),
 ];
 

@@ -296,7 +296,8 @@ fn supported_field(kind: Kind, key: &str) -> bool {
         | Kind::Lease
         | Kind::ConfigMap
         | Kind::ServiceAccount
-        | Kind::PriorityClass => false,
+        | Kind::PriorityClass
+        | Kind::PodDisruptionBudget => false,
     }
 }
 

@@ -8,6 +8,7 @@ use kbatch_api::k8s_openapi::api::coordination::v1::Lease;
 use kbatch_api::k8s_openapi::api::core::v1::{
     ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount,
 };
+use kbatch_api::k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kbatch_api::k8s_openapi::api::scheduling::v1::PriorityClass;
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
@@ -259,6 +260,7 @@ macro_rules! dispatch {
             Kind::Secret => $self.$f(&SECRET $(, $arg)*),
             Kind::ServiceAccount => $self.$f(&SERVICE_ACCOUNT $(, $arg)*),
             Kind::PriorityClass => $self.$f(&PRIORITY_CLASS $(, $arg)*),
+            Kind::PodDisruptionBudget => $self.$f(&POD_DISRUPTION_BUDGET $(, $arg)*),
         }
     };
 }
@@ -532,6 +534,16 @@ static CONFIGMAP: Rules<ConfigMap> = Rules {
     validate_create: v::configmap_create,
     validate_update: v::configmap_update,
     ..Rules::PERMISSIVE
+};
+static POD_DISRUPTION_BUDGET: Rules<PodDisruptionBudget> = Rules {
+    default: none,
+    prepare_create: prep::pdb_prepare_for_create,
+    validate_create: v::pdb_create,
+    prepare_update: prep::pdb_prepare_for_update,
+    validate_update: v::pdb_update,
+    prepare_status: prep::pdb_status_prepare_for_update,
+    validate_status: v::pdb_status_update,
+    ephemeral: None,
 };
 static PRIORITY_CLASS: Rules<PriorityClass> = Rules {
     default: defaults::priority_class,

@@ -372,6 +372,28 @@ fn columns(kind: Kind) -> Vec<Col> {
             ),
             AGE,
         ],
+        Kind::PodDisruptionBudget => vec![
+            NAME,
+            col(
+                "Min Available",
+                "string",
+                0,
+                "The minimum number of pods that must be available.",
+            ),
+            col(
+                "Max Unavailable",
+                "string",
+                0,
+                "The maximum number of pods that may be unavailable.",
+            ),
+            col(
+                "Allowed Disruptions",
+                "integer",
+                0,
+                "Calculated number of pods that may be disrupted at this time.",
+            ),
+            AGE,
+        ],
         Kind::ServiceAccount => vec![
             NAME,
             col(
@@ -935,6 +957,25 @@ pub fn row(kind: Kind, v: &Value, now: Timestamp, include: IncludeObject) -> Val
             json!(map_len(v, "/data")),
             json!(since(now, v.pointer("/metadata/creationTimestamp"))),
         ],
+        // N/A for the bound not given.
+        Kind::PodDisruptionBudget => {
+            let bound = |k: &str| match v.pointer(&format!("/spec/{k}")) {
+                Some(Value::Number(n)) => n.to_string(),
+                Some(Value::String(s)) => s.clone(),
+                _ => "N/A".to_string(),
+            };
+            vec![
+                json!(s(v, "/metadata/name")),
+                json!(bound("minAvailable")),
+                json!(bound("maxUnavailable")),
+                json!(
+                    v.pointer("/status/disruptionsAllowed")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                ),
+                json!(since(now, v.pointer("/metadata/creationTimestamp"))),
+            ]
+        }
         // SECRETS counts the listed secrets.
         Kind::ServiceAccount => vec![
             json!(s(v, "/metadata/name")),

@@ -6,6 +6,7 @@
 //! cache.
 
 pub mod cronjob;
+pub mod disruption;
 pub mod job;
 pub mod manager;
 pub mod podgc;

@@ -32,16 +32,19 @@ pub enum ControllerName {
     TaintEviction,
     /// Every namespace's `default` ServiceAccount (standalone only: a cluster runs its own).
     ServiceAccount,
+    /// PodDisruptionBudgets' status (standalone only: a cluster runs its own).
+    Disruption,
 }
 
 impl ControllerName {
-    pub const ALL: [ControllerName; 6] = [
+    pub const ALL: [ControllerName; 7] = [
         ControllerName::Job,
         ControllerName::CronJob,
         ControllerName::Ttl,
         ControllerName::PodGc,
         ControllerName::TaintEviction,
         ControllerName::ServiceAccount,
+        ControllerName::Disruption,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +55,7 @@ impl ControllerName {
             ControllerName::PodGc => "podgc",
             ControllerName::TaintEviction => "tainteviction",
             ControllerName::ServiceAccount => "serviceaccount",
+            ControllerName::Disruption => "disruption",
         }
     }
 }
@@ -67,6 +71,7 @@ impl ControllerName {
             ControllerName::PodGc => "pod-garbage-collector",
             ControllerName::TaintEviction => crate::tainteviction::COMPONENT,
             ControllerName::ServiceAccount => crate::serviceaccount::COMPONENT,
+            ControllerName::Disruption => crate::disruption::CLIENT_NAME,
         }
     }
 }
@@ -104,7 +109,7 @@ impl fmt::Display for ControllerName {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown controller {0:?}: valid controllers are job, cronjob, ttl, podgc, tainteviction, serviceaccount"
+    "unknown controller {0:?}: valid controllers are job, cronjob, ttl, podgc, tainteviction, serviceaccount, disruption"
 )]
 pub struct UnknownController(pub String);
 
@@ -119,12 +124,13 @@ impl FromStr for ControllerName {
             "podgc" => Ok(ControllerName::PodGc),
             "tainteviction" | "taint-eviction-controller" => Ok(ControllerName::TaintEviction),
             "serviceaccount" | "serviceaccount-controller" => Ok(ControllerName::ServiceAccount),
+            "disruption" | "disruption-controller" => Ok(ControllerName::Disruption),
             other => Err(UnknownController(other.to_string())),
         }
     }
 }
 
-/// Parses `job,cronjob,ttl,podgc,tainteviction,serviceaccount` (or `*` for all).
+/// Parses `job,cronjob,ttl,podgc,tainteviction,serviceaccount,disruption` (or `*` for all).
 pub fn parse_controllers(list: &str) -> Result<BTreeSet<ControllerName>, UnknownController> {
     if list.trim() == "*" {
         return Ok(ControllerName::ALL.into_iter().collect());
@@ -189,6 +195,17 @@ pub async fn run(
                 let informers = informers.clone();
                 tasks.spawn(async move {
                     crate::podgc::run(client, &informers, stop).await;
+                    Ok(())
+                });
+            }
+            ControllerName::Disruption => {
+                let (recorder, task) =
+                    EventRecorder::start(client.clone(), crate::disruption::COMPONENT);
+                recorders.push(task);
+                let (client, stop) = (client.clone(), shutdown.clone());
+                let informers = informers.clone();
+                tasks.spawn(async move {
+                    crate::disruption::run(client, &informers, recorder, stop).await;
                     Ok(())
                 });
             }
@@ -263,7 +280,7 @@ mod tests {
     fn parses_controller_lists() {
         let all: BTreeSet<_> = ControllerName::ALL.into_iter().collect();
         assert_eq!(
-            parse_controllers("job,cronjob,ttl,podgc,tainteviction,serviceaccount"),
+            parse_controllers("job,cronjob,ttl,podgc,tainteviction,serviceaccount,disruption"),
             Ok(all.clone())
         );
         assert_eq!(parse_controllers("*"), Ok(all));

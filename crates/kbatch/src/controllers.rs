@@ -69,7 +69,7 @@ pub struct ControllersArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Which controllers to run, comma-separated: job, cronjob, ttl, and (which a cluster runs
-    /// itself) podgc, tainteviction, serviceaccount; or `*`.
+    /// itself) podgc, tainteviction, serviceaccount, disruption; or `*`.
     #[arg(long, default_value = "job,cronjob,ttl")]
     pub controllers: String,
     #[command(flatten)]

@@ -552,7 +552,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
     };
     let controllers = args
         .controller_flags
-        .manager_config("job,cronjob,ttl,podgc,tainteviction,serviceaccount")?;
+        .manager_config("job,cronjob,ttl,podgc,tainteviction,serviceaccount,disruption")?;
     let dir = tempfile::Builder::new()
         .prefix("kbatch-run-")
         .tempdir()

@@ -37,11 +37,11 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 110)]
     pub max_pods: usize,
     /// Which controllers to run, comma-separated: job, cronjob, ttl, podgc, tainteviction,
-    /// serviceaccount (empty: none; without serviceaccount, new namespaces get no default
-    /// ServiceAccount and their pods are refused).
+    /// serviceaccount, disruption (empty: none; without serviceaccount, new namespaces get no
+    /// default ServiceAccount and their pods are refused).
     #[arg(
         long,
-        default_value = "job,cronjob,ttl,podgc,tainteviction,serviceaccount"
+        default_value = "job,cronjob,ttl,podgc,tainteviction,serviceaccount,disruption"
     )]
     pub controllers: String,
     #[command(flatten)]

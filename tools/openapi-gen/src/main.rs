@@ -7,6 +7,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     Binding, ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount,
 };
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Status};
@@ -29,6 +30,7 @@ fn main() {
     generator.subschema_for::<Secret>();
     generator.subschema_for::<ServiceAccount>();
     generator.subschema_for::<PriorityClass>();
+    generator.subschema_for::<PodDisruptionBudget>();
     generator.subschema_for::<DeleteOptions>();
     generator.subschema_for::<Status>();
     let defs: Map<String, Value> = generator

@@ -20,6 +20,7 @@ mod job;
 mod lifecycle;
 mod other;
 mod pod;
+mod policy;
 mod probe;
 pub mod render;
 
@@ -44,6 +45,9 @@ pub(crate) use pod::volume_sources;
 pub use pod::{
     pod_create, pod_ephemeral_containers_update, pod_spec, pod_status_update, pod_template_spec,
     pod_update,
+};
+pub use policy::{
+    ALWAYS_ALLOW, IF_HEALTHY_BUDGET, pdb_create, pdb_status_update, pdb_update, percent,
 };
 
 /// `IsNegativeErrorMsg`.

@@ -31,6 +31,7 @@ pub static ROOTS: &[(&str, &str, &Msg)] = &[
     ("authentication.k8s.io/v1", "TokenReview", &AUTHENTICATION_V1_TOKENREVIEW),
     ("scheduling.k8s.io/v1", "PriorityClass", &SCHEDULING_V1_PRIORITYCLASS),
     ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
+    ("policy/v1", "PodDisruptionBudget", &POLICY_V1_PODDISRUPTIONBUDGET),
 ];
 
 /// k8s.io/api/authentication/v1.SelfSubjectReview
@@ -1665,6 +1666,50 @@ pub static CORE_V1_SERVICEACCOUNT: Msg = Msg {
         Field { num: 2, json: "secrets", ty: Ty::Msg(&CORE_V1_OBJECTREFERENCE), card: Card::Repeated, keep_zero: false, inline: false },
         Field { num: 3, json: "imagePullSecrets", ty: Ty::Msg(&CORE_V1_LOCALOBJECTREFERENCE), card: Card::Repeated, keep_zero: false, inline: false },
         Field { num: 4, json: "automountServiceAccountToken", ty: Ty::Bool, card: Card::One, keep_zero: true, inline: false },
+    ],
+};
+
+/// k8s.io/api/policy/v1.PodDisruptionBudget
+pub static POLICY_V1_PODDISRUPTIONBUDGET: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "metadata", ty: Ty::Msg(&META_V1_OBJECTMETA), card: Card::One, keep_zero: false, inline: false },
+        Field { num: 2, json: "spec", ty: Ty::Msg(&POLICY_V1_PODDISRUPTIONBUDGETSPEC), card: Card::One, keep_zero: false, inline: false },
+        Field { num: 3, json: "status", ty: Ty::Msg(&POLICY_V1_PODDISRUPTIONBUDGETSTATUS), card: Card::One, keep_zero: false, inline: false },
+    ],
+};
+
+/// k8s.io/api/policy/v1.PodDisruptionBudgetSpec
+pub static POLICY_V1_PODDISRUPTIONBUDGETSPEC: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "minAvailable", ty: Ty::IntOrString, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 2, json: "selector", ty: Ty::Msg(&META_V1_LABELSELECTOR), card: Card::One, keep_zero: true, inline: false },
+        Field { num: 3, json: "maxUnavailable", ty: Ty::IntOrString, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 4, json: "unhealthyPodEvictionPolicy", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
+    ],
+};
+
+/// k8s.io/api/policy/v1.PodDisruptionBudgetStatus
+pub static POLICY_V1_PODDISRUPTIONBUDGETSTATUS: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "observedGeneration", ty: Ty::Int64, card: Card::One, keep_zero: false, inline: false },
+        Field { num: 2, json: "disruptedPods", ty: Ty::Time, card: Card::Map, keep_zero: false, inline: false },
+        Field { num: 3, json: "disruptionsAllowed", ty: Ty::Int32, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 4, json: "currentHealthy", ty: Ty::Int32, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 5, json: "desiredHealthy", ty: Ty::Int32, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 6, json: "expectedPods", ty: Ty::Int32, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 7, json: "conditions", ty: Ty::Msg(&META_V1_CONDITION), card: Card::Repeated, keep_zero: false, inline: false },
+    ],
+};
+
+/// k8s.io/apimachinery/pkg/apis/meta/v1.Condition
+pub static META_V1_CONDITION: Msg = Msg {
+    fields: &[
+        Field { num: 1, json: "type", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 2, json: "status", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 3, json: "observedGeneration", ty: Ty::Int64, card: Card::One, keep_zero: false, inline: false },
+        Field { num: 4, json: "lastTransitionTime", ty: Ty::Time, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 5, json: "reason", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
+        Field { num: 6, json: "message", ty: Ty::String, card: Card::One, keep_zero: true, inline: false },
     ],
 };
 

@@ -1204,6 +1204,13 @@ async fn api_resources_versions_and_version() {
             &["nodes", "metrics.k8s.io/v1beta1", "false", "NodeMetrics"],
             &["pods", "metrics.k8s.io/v1beta1", "true", "PodMetrics"],
             &[
+                "poddisruptionbudgets",
+                "pdb",
+                "policy/v1",
+                "true",
+                "PodDisruptionBudget",
+            ],
+            &[
                 "priorityclasses",
                 "pc",
                 "scheduling.k8s.io/v1",
@@ -1227,7 +1234,7 @@ async fn api_resources_versions_and_version() {
     assert_eq!(out, "cronjobs.batch\njobs.batch\n");
     assert_eq!(
         k.ok(&["api-versions"]),
-        "authentication.k8s.io/v1\nauthorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\nscheduling.k8s.io/v1\nv1\n"
+        "authentication.k8s.io/v1\nauthorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nscheduling.k8s.io/v1\nv1\n"
     );
     // `get all` covers the `all` category: pods, jobs and cronjobs.
     let out = k.run(&["get", "all"]);

@@ -7,6 +7,7 @@ mod connect;
 mod controllers_command;
 mod crash;
 mod cronjob_controller;
+mod disruption_budget;
 mod eviction;
 mod examples;
 mod executor;

@@ -177,11 +177,22 @@ impl Server {
 
     /// A kube client built from the kubeconfig the server wrote (as a user would).
     pub async fn client(&self) -> Client {
+        self.client_with_retries(true).await
+    }
+
+    /// A kube client that hands 429, 503 and 504 answers back instead of retrying them (kube's
+    /// default), for tests of those answers.
+    pub async fn client_without_retries(&self) -> Client {
+        self.client_with_retries(false).await
+    }
+
+    async fn client_with_retries(&self, retries: bool) -> Client {
         let kubeconfig =
             Kubeconfig::read_from(self.kubeconfig_path()).expect("read the kubeconfig");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .expect("load the kubeconfig");
+        config.default_retry = retries;
         assert_eq!(config.default_namespace, "default");
         assert_eq!(
             config.cluster_url.to_string().trim_end_matches('/'),

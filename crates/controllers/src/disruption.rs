@@ -1,0 +1,506 @@
+//! The disruption controller (kube-controller-manager's `disruption-controller`, upstream
+//! `pkg/controller/disruption`): each PodDisruptionBudget's status says how many of its pods
+//! are healthy (Ready, not being deleted, not just evicted), how many must be, and so how many
+//! evictions the API server may still allow (`disruptionsAllowed`, with the `DisruptionAllowed`
+//! condition). The eviction subresource reads and decrements it.
+//!
+//! A budget as a number (`minAvailable: 2`) counts the selected pods. A percentage or
+//! `maxUnavailable` needs the pods' controllers' scale, which no kind served here has (a Job has
+//! no scale subresource): such a budget fails safe, allowing no disruption, as upstream does
+//! for Job pods.
+//!
+//! On a real cluster its own controller does this, so `kbatch controllers` does not run it by
+//! default.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kbatch_api::k8s_openapi::api::core::v1::Pod;
+use kbatch_api::k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
+use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use kbatch_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kbatch_api::k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, PostParams};
+use kube::core::{Selector, SelectorExt};
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::runtime::events::{EventRecorder, object_reference};
+use crate::runtime::informer::{Change, InformerFactory, Lister};
+use crate::runtime::key::{object_key, split_key};
+use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
+
+/// The event source kube-controller-manager gives this controller's recorder.
+pub const COMPONENT: &str = "controllermanager";
+/// The client name kube-controller-manager gives this controller.
+pub const CLIENT_NAME: &str = "disruption-controller";
+
+/// How long an evicted pod (in `status.disruptedPods`) counts as gone before the controller
+/// stops waiting for its deletion (upstream's `DeletionTimeout`).
+pub const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub const DISRUPTION_ALLOWED: &str = "DisruptionAllowed";
+pub const SUFFICIENT_PODS: &str = "SufficientPods";
+pub const INSUFFICIENT_PODS: &str = "InsufficientPods";
+pub const SYNC_FAILED: &str = "SyncFailed";
+
+/// An event the sync records: on the budget, or on one of its pods (by name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PdbEvent {
+    pub on_pod: Option<String>,
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What one sync of a budget decides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The status to write; `None` when the stored one is up to date.
+    pub status: Option<PodDisruptionBudgetStatus>,
+    pub events: Vec<PdbEvent>,
+    /// Sync again after this long (an evicted pod's wait for deletion ends).
+    pub recheck_after: Option<Duration>,
+    /// Why the expected pod count could not be known: the status failed safe and the budget
+    /// is synced again with back-off.
+    pub failed: Option<String>,
+}
+
+/// The pods a budget selects: a null selector none, an empty one all of the namespace.
+pub fn selector_of(selector: Option<&LabelSelector>) -> Option<Selector> {
+    Selector::try_from(selector?.clone()).ok()
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// `intstr.GetScaledValueFromIntOrPercent` rounding up.
+fn scaled(v: &IntOrString, total: i32) -> Result<i32, String> {
+    match v {
+        IntOrString::Int(i) => Ok(*i),
+        IntOrString::String(s) => {
+            let pct: i64 = s
+                .strip_suffix('%')
+                .and_then(|d| d.parse().ok())
+                .ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
+            let value = (pct * i64::from(total) + 99) / 100;
+            Ok(i32::try_from(value).unwrap_or(i32::MAX))
+        }
+    }
+}
+
+/// `getExpectedScale`: the sum of the pods' controllers' scales. No kind served here has a
+/// scale subresource, so a managed pod makes this fail in upstream's words; pods without a
+/// controller are left out and named.
+fn expected_scale(pods: &[&Pod]) -> Result<(i32, Vec<String>), String> {
+    let mut unmanaged = Vec::new();
+    for pod in pods {
+        let owner = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true));
+        let Some(owner) = owner else {
+            unmanaged.push(pod.name_any());
+            continue;
+        };
+        let group = owner.api_version.split_once('/').map_or("", |(g, _)| g);
+        return Err(match (owner.kind.as_str(), group) {
+            ("Job", "batch") => "jobs.batch does not implement the scale subresource".to_string(),
+            ("CronJob", "batch") => {
+                "cronjobs.batch does not implement the scale subresource".to_string()
+            }
+            (kind, _) => format!(
+                "no matches for kind \"{kind}\" in version \"{}\"",
+                owner.api_version
+            ),
+        });
+    }
+    Ok((0, unmanaged))
+}
+
+/// `getExpectedPodCount`: (expected pods, desired healthy, unmanaged pods).
+fn expected_pod_count(
+    pdb: &PodDisruptionBudget,
+    pods: &[&Pod],
+) -> Result<(i32, i32, Vec<String>), String> {
+    let spec = pdb.spec.clone().unwrap_or_default();
+    if let Some(max) = &spec.max_unavailable {
+        let (expected, unmanaged) = expected_scale(pods)?;
+        let max = scaled(max, expected)?;
+        return Ok((expected, expected.saturating_sub(max).max(0), unmanaged));
+    }
+    match &spec.min_available {
+        Some(IntOrString::Int(min)) => Ok((
+            i32::try_from(pods.len()).unwrap_or(i32::MAX),
+            *min,
+            Vec::new(),
+        )),
+        Some(min) => {
+            let (expected, unmanaged) = expected_scale(pods)?;
+            Ok((expected, scaled(min, expected)?, unmanaged))
+        }
+        None => Ok((0, 0, Vec::new())),
+    }
+}
+
+fn after(t: &Time, d: Duration) -> Timestamp {
+    t.0.saturating_add(SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX))
+        .unwrap_or(Timestamp::MAX)
+}
+
+/// `apimeta.SetStatusCondition`: a changed status moves the transition time to `now`.
+fn set_condition(
+    conditions: &mut Vec<Condition>,
+    status: &str,
+    reason: &str,
+    message: &str,
+    observed_generation: Option<i64>,
+    now: Timestamp,
+) {
+    match conditions
+        .iter_mut()
+        .find(|c| c.type_ == DISRUPTION_ALLOWED)
+    {
+        Some(c) => {
+            if c.status != status {
+                c.status = status.to_string();
+                c.last_transition_time = Time(now);
+            }
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+            c.observed_generation = observed_generation;
+        }
+        None => conditions.push(Condition {
+            type_: DISRUPTION_ALLOWED.to_string(),
+            status: status.to_string(),
+            reason: reason.to_string(),
+            message: message.to_string(),
+            observed_generation,
+            last_transition_time: Time(now),
+        }),
+    }
+}
+
+/// `UpdateDisruptionAllowedCondition`.
+pub fn update_disruption_allowed_condition(status: &mut PodDisruptionBudgetStatus, now: Timestamp) {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let (s, reason) = if status.disruptions_allowed.unwrap_or(0) > 0 {
+        ("True", SUFFICIENT_PODS)
+    } else {
+        ("False", INSUFFICIENT_PODS)
+    };
+    set_condition(conditions, s, reason, "", status.observed_generation, now);
+}
+
+/// `ConditionsAreUpToDate`.
+fn conditions_up_to_date(pdb: &PodDisruptionBudget) -> bool {
+    let Some(status) = &pdb.status else {
+        return false;
+    };
+    let Some(c) = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == DISRUPTION_ALLOWED)
+    else {
+        return false;
+    };
+    if status.observed_generation != pdb.metadata.generation {
+        return false;
+    }
+    if status.disruptions_allowed.unwrap_or(0) > 0 {
+        c.status == "True" && c.reason == SUFFICIENT_PODS
+    } else {
+        c.status == "False" && c.reason == INSUFFICIENT_PODS
+    }
+}
+
+/// One sync of `pdb` over the pods it selects (`trySync`, and `failSafe` when the expected
+/// count cannot be known).
+pub fn decide(pdb: &PodDisruptionBudget, pods: &[&Pod], now: Timestamp) -> Decision {
+    let mut events = Vec::new();
+    if pods.is_empty() {
+        events.push(PdbEvent {
+            on_pod: None,
+            warning: false,
+            reason: "NoPods",
+            message: "No matching pods found".into(),
+        });
+    }
+    let old = pdb.status.clone().unwrap_or_default();
+    let (expected, desired, unmanaged) = match expected_pod_count(pdb, pods) {
+        Ok(v) => v,
+        Err(e) => {
+            events.push(PdbEvent {
+                on_pod: None,
+                warning: true,
+                reason: "CalculateExpectedPodCountFailed",
+                message: format!("Failed to calculate the number of expected pods: {e}"),
+            });
+            let mut status = old.clone();
+            status.disruptions_allowed = Some(0);
+            let generation = status.observed_generation;
+            set_condition(
+                status.conditions.get_or_insert_with(Vec::new),
+                "False",
+                SYNC_FAILED,
+                &e,
+                generation,
+                now,
+            );
+            return Decision {
+                status: (status != old).then_some(status),
+                events,
+                recheck_after: None,
+                failed: Some(e),
+            };
+        }
+    };
+    if !unmanaged.is_empty() {
+        let selector = pdb
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .map(|s| serde_json::to_string(s).unwrap_or_default())
+            .unwrap_or_else(|| "nil".into());
+        events.push(PdbEvent {
+            on_pod: None,
+            warning: true,
+            reason: "UnmanagedPods",
+            message: format!(
+                "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set \".spec.minAvailable\" field of the PDB to an integer value."
+            ),
+        });
+    }
+
+    // `buildDisruptedPodMap`: evicted pods count as gone until deleted or timed out.
+    let mut disrupted = BTreeMap::new();
+    let mut recheck: Option<Timestamp> = None;
+    let recorded = old.disrupted_pods.clone().unwrap_or_default();
+    for pod in pods {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = pod.name_any();
+        let Some(when) = recorded.get(&name) else {
+            continue;
+        };
+        let expected_deletion = after(when, DELETION_TIMEOUT);
+        if expected_deletion < now {
+            events.push(PdbEvent {
+                on_pod: Some(name.clone()),
+                warning: true,
+                reason: "NotDeleted",
+                // Upstream names the budget by its namespace twice.
+                message: format!(
+                    "Pod was expected by PDB {}/{} to be deleted but it wasn't",
+                    pdb.namespace().unwrap_or_default(),
+                    pdb.namespace().unwrap_or_default()
+                ),
+            });
+        } else {
+            recheck = Some(recheck.map_or(expected_deletion, |r| r.min(expected_deletion)));
+            disrupted.insert(name, when.clone());
+        }
+    }
+    // `countHealthyPods`.
+    let healthy = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            disrupted
+                .get(&p.name_any())
+                .is_none_or(|t| after(t, DELETION_TIMEOUT) <= now)
+        })
+        .filter(|p| is_ready(p))
+        .count();
+    let healthy = i32::try_from(healthy).unwrap_or(i32::MAX);
+    // `updatePdbStatus`: no disruption while the budget matches no pods.
+    let mut allowed = healthy - desired;
+    if expected <= 0 || allowed <= 0 {
+        allowed = 0;
+    }
+    let disrupted = (!disrupted.is_empty()).then_some(disrupted);
+    let recorded = (!recorded.is_empty()).then_some(recorded);
+    let generation = pdb.metadata.generation;
+    let up_to_date = old.current_healthy.unwrap_or(0) == healthy
+        && old.desired_healthy.unwrap_or(0) == desired
+        && old.expected_pods.unwrap_or(0) == expected
+        && old.disruptions_allowed.unwrap_or(0) == allowed
+        && recorded == disrupted
+        && old.observed_generation == generation
+        && conditions_up_to_date(pdb);
+    let status = (!up_to_date).then(|| {
+        let mut s = PodDisruptionBudgetStatus {
+            current_healthy: Some(healthy),
+            desired_healthy: Some(desired),
+            expected_pods: Some(expected),
+            disruptions_allowed: Some(allowed),
+            disrupted_pods: disrupted,
+            observed_generation: generation,
+            conditions: old.conditions.clone(),
+        };
+        update_disruption_allowed_condition(&mut s, now);
+        s
+    });
+    let recheck_after = recheck.map(|t| {
+        let d = t.duration_since(now);
+        Duration::try_from(d).unwrap_or(Duration::ZERO)
+    });
+    Decision {
+        status,
+        events,
+        recheck_after,
+        failed: None,
+    }
+}
+
+struct Inner {
+    client: Client,
+    pdbs: Lister<PodDisruptionBudget>,
+    pods: Lister<Pod>,
+    queue: WorkQueue<String>,
+    recorder: EventRecorder,
+}
+
+/// Runs the controller until `shutdown` turns true.
+pub async fn run(
+    client: Client,
+    informers: &InformerFactory,
+    recorder: EventRecorder,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let queue: WorkQueue<String> = WorkQueue::new(
+        "disruption",
+        ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000)),
+    );
+    let pdb_informer = informers.informer::<PodDisruptionBudget>();
+    let pod_informer = informers.informer::<Pod>();
+    {
+        let q = queue.clone();
+        pdb_informer.add_handler(move |change: Change<PodDisruptionBudget>| match &change {
+            Change::Added(p) => q.add(object_key(p.as_ref())),
+            Change::Updated { new, .. } => q.add(object_key(new.as_ref())),
+            Change::Deleted(_) => {}
+        });
+    }
+    {
+        // A pod's change syncs the budgets that select it (none to look at while there are
+        // no budgets, the common case).
+        let q = queue.clone();
+        let pdbs = pdb_informer.lister();
+        pod_informer.add_handler(move |change: Change<Pod>| {
+            if pdbs.is_empty() {
+                return;
+            }
+            let pods: Vec<&Arc<Pod>> = match &change {
+                Change::Added(p) | Change::Deleted(p) => vec![p],
+                Change::Updated { old, new } => vec![old, new],
+            };
+            for pod in pods {
+                let ns = pod.namespace().unwrap_or_default();
+                let labels = pod.metadata.labels.clone().unwrap_or_default();
+                for pdb in pdbs.list_namespace(&ns) {
+                    let selects = selector_of(pdb.spec.as_ref().and_then(|s| s.selector.as_ref()))
+                        .is_some_and(|s| s.matches(&labels));
+                    if selects {
+                        q.add(object_key(pdb.as_ref()));
+                    }
+                }
+            }
+        });
+    }
+    let inner = Arc::new(Inner {
+        client,
+        pdbs: pdb_informer.lister(),
+        pods: pod_informer.lister(),
+        queue,
+        recorder,
+    });
+    let worker = {
+        let inner = Arc::clone(&inner);
+        tokio::spawn(async move {
+            let _ = inner.pods.wait_until_synced().await;
+            while let Some(key) = inner.queue.get().await {
+                match inner.sync(&key).await {
+                    Ok(()) => inner.queue.forget(&key),
+                    Err(e) => {
+                        warn!(pdb = %key, error = %e, "disruption budget sync failed");
+                        inner.queue.add_rate_limited(key.clone());
+                    }
+                }
+                inner.queue.done(&key);
+            }
+        })
+    };
+    info!("disruption controller started");
+    let _ = shutdown.wait_for(|s| *s).await;
+    inner.queue.shut_down();
+    let _ = worker.await;
+    drop((pdb_informer, pod_informer));
+}
+
+impl Inner {
+    async fn sync(&self, key: &str) -> Result<(), SyncError> {
+        let Ok((ns, name)) = split_key(key) else {
+            return Ok(());
+        };
+        let Some(pdb) = self.pdbs.get(ns, name) else {
+            return Ok(());
+        };
+        let selected: Vec<Arc<Pod>> =
+            match selector_of(pdb.spec.as_ref().and_then(|s| s.selector.as_ref())) {
+                Some(sel) => self.pods.list_selected(Some(ns), &sel),
+                None => Vec::new(),
+            };
+        let pods: Vec<&Pod> = selected.iter().map(Arc::as_ref).collect();
+        let decision = decide(&pdb, &pods, Timestamp::now());
+        for e in &decision.events {
+            let object = match &e.on_pod {
+                Some(pod) => match self.pods.get(ns, pod) {
+                    Some(p) => object_reference(p.as_ref()),
+                    None => continue,
+                },
+                None => object_reference(pdb.as_ref()),
+            };
+            if e.warning {
+                self.recorder.warning(object, e.reason, &e.message);
+            } else {
+                self.recorder.normal(object, e.reason, &e.message);
+            }
+        }
+        if let Some(status) = decision.status {
+            let mut updated = (*pdb).clone();
+            updated.status = Some(status);
+            let api: Api<PodDisruptionBudget> = Api::namespaced(self.client.clone(), ns);
+            api.replace_status(name, &PostParams::default(), &updated)
+                .await?;
+        }
+        if let Some(d) = decision.recheck_after {
+            self.queue.add_after(key.to_string(), d);
+        }
+        match decision.failed {
+            Some(why) => Err(SyncError::ExpectedCount(why)),
+            None => Ok(()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("failed to calculate the number of expected pods: {0}")]
+    ExpectedCount(String),
+}
+
+#[cfg(test)]
+mod tests;
