@@ -53,9 +53,11 @@ pub enum NotBound {
     /// It does not fit: the scheduler's message, and whether only the node's pod capacity
     /// keeps it out.
     Unschedulable(Candidate, String, bool),
-    /// It does not fit, and lower-priority pods of the node (the last field) are preempted
-    /// for it: the scheduler's message, and the node it is nominated to.
-    Preempting(Candidate, String, String, Vec<Arc<Pod>>),
+    /// It does not fit, and lower-priority pods of the node (the fourth field) are preempted
+    /// for it: the scheduler's message, the node it is nominated to, and the lower-priority
+    /// pods nominated to that node before, which lose their nomination (they may no longer
+    /// fit there).
+    Preempting(Candidate, String, String, Vec<Arc<Pod>>, Vec<Candidate>),
 }
 
 /// The scheduling queue's order (upstream's PrioritySort): the highest `spec.priority` first,
@@ -373,11 +375,21 @@ impl PodIndex {
                         }
                         requested.add(&fit::pod_requests(&c.pod));
                         pod_count += 1;
+                        // Upstream's `getLowerPriorityNominatedPods`.
+                        let lower: Vec<Candidate> = self
+                            .unscheduled
+                            .values()
+                            .filter(|o| o.uid != c.uid)
+                            .filter(|o| nominated_to(&o.pod) == Some(node_name.as_str()))
+                            .filter(|o| preempt::priority(&o.pod) < priority)
+                            .cloned()
+                            .collect();
                         report.push(NotBound::Preempting(
                             c.clone(),
                             message,
                             node_name.clone(),
                             pods,
+                            lower,
                         ));
                     } else {
                         let full_node = full_node && post == fit::PostFilter::NoVictims;
@@ -461,7 +473,7 @@ pub fn not_bound_patch(n: &NotBound, now: jiff::Timestamp) -> Option<serde_json:
     };
     // A preemption nominates the pod to the node, in the same status write.
     let nominate = match n {
-        NotBound::Preempting(_, _, node, _) => Some(node.as_str()),
+        NotBound::Preempting(_, _, node, ..) => Some(node.as_str()),
         _ => None,
     }
     .filter(|node| nominated_to(&c.pod) != Some(*node));
@@ -518,9 +530,12 @@ pub async fn report(client: kube::Client, events: crate::events::NodeEvents, n: 
     let c = match &n {
         NotBound::Gated(c) | NotBound::Unschedulable(c, _, _) | NotBound::Preempting(c, ..) => c,
     };
-    if let NotBound::Preempting(c, _, node, victims) = &n {
+    if let NotBound::Preempting(c, _, node, victims, lower) = &n {
         for victim in victims {
             preempt_victim(&client, &events, &c.pod, node, victim).await;
+        }
+        for other in lower {
+            clear_nomination(&client, other).await;
         }
     }
     if let NotBound::Unschedulable(c, message, _) | NotBound::Preempting(c, message, ..) = &n {
@@ -542,6 +557,20 @@ pub async fn report(client: kube::Client, events: crate::events::NodeEvents, n: 
         .await;
     if let Err(e) = result {
         tracing::debug!(pod = %c.name, error = %e, "writing the PodScheduled condition");
+    }
+}
+
+/// Upstream's `ClearNominatedNodeName`: a lower-priority pod nominated to the node a
+/// preemption took loses its nomination, so that it is scheduled anew.
+async fn clear_nomination(client: &kube::Client, c: &Candidate) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &c.namespace);
+    let patch = json!({"metadata": {"uid": c.uid}, "status": {"nominatedNodeName": null}});
+    let params = kube::api::PatchParams::default();
+    if let Err(e) = api
+        .patch_status(&c.name, &params, &kube::api::Patch::Strategic(patch))
+        .await
+    {
+        tracing::debug!(pod = %c.name, error = %e, "clearing a nomination");
     }
 }
 
@@ -723,7 +752,7 @@ mod tests {
         let preempting: Vec<(&str, &str, Vec<&str>)> = report
             .iter()
             .filter_map(|r| match r {
-                NotBound::Preempting(c, m, node, victims) => {
+                NotBound::Preempting(c, m, node, victims, _) => {
                     assert_eq!(node, "n");
                     let v = victims
                         .iter()
@@ -804,6 +833,38 @@ mod tests {
         idx.forget("uid-low-b");
         let (bind, _) = idx.take_bindable(2, Some(&n), later + Duration::from_secs(20));
         assert_eq!(names(&bind), vec!["high-1", "high-2"]);
+    }
+
+    /// Upstream's `getLowerPriorityNominatedPods`: a preemption takes the nomination of the
+    /// lower-priority pods nominated to the node before.
+    #[test]
+    fn a_preemption_clears_lower_priority_nominations() {
+        let now = Instant::now();
+        let n = node_with_pods(2);
+        let mut idx = PodIndex::default();
+        let prio = |name, created: &str, node, p: i32, nominated: Option<&str>| {
+            let mut pod =
+                (*pod_with(name, created, node, "Running", json!({"priority": p}))).clone();
+            let status = pod.status.get_or_insert_with(Default::default);
+            status.start_time = Some(serde_json::from_value(json!(created)).unwrap());
+            status.nominated_node_name = nominated.map(str::to_string);
+            Arc::new(pod)
+        };
+        idx.observe(&prio("low-a", "2024-01-01T00:00:01Z", "n", 1, None), "n");
+        idx.observe(&prio("low-b", "2024-01-01T00:00:02Z", "n", 1, None), "n");
+        idx.observe(&prio("mid", "2024-01-01T00:00:03Z", "", 50, Some("n")), "n");
+        idx.observe(&prio("high", "2024-01-01T00:00:04Z", "", 100, None), "n");
+        let (_, report) = idx.take_bindable(2, Some(&n), now);
+        let lower: Vec<&str> = report
+            .iter()
+            .find_map(|r| match r {
+                NotBound::Preempting(c, _, _, _, lower) if c.name == "high" => {
+                    Some(lower.iter().map(|l| l.name.as_str()).collect())
+                }
+                _ => None,
+            })
+            .expect("high preempts");
+        assert_eq!(lower, ["mid"]);
     }
 
     /// Upstream's PrioritySort: a higher priority goes first, whatever its age.
