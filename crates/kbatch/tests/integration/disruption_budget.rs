@@ -287,3 +287,57 @@ async fn budgets_are_validated_as_upstream() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["metadata"]["generation"], 2);
 }
+
+/// `kubectl drain` retries an eviction its budget refuses, until its timeout; the pods stay.
+#[tokio::test]
+async fn kubectl_drain_waits_for_the_budget() {
+    let server = Server::start_with(&[
+        "--executor",
+        "simulate",
+        "--controllers",
+        "job,serviceaccount,disruption",
+    ])
+    .await;
+    let client = server.client().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let job = serde_json::from_value(json!({
+        "metadata": {"name": "guarded"},
+        "spec": {"parallelism": 2, "completions": 2, "template": {
+            "metadata": {"labels": {"app": "guarded"},
+                "annotations": {"kbatch.dev/simulate-duration": "120s"}},
+            "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox"}]}}}
+    }))
+    .expect("job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create job");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let running = ready_pods(&pods, 2).await;
+    let (code, out, err) = server.kubectl(&[
+        "create",
+        "pdb",
+        "all-of-them",
+        "--selector=app=guarded",
+        "--min-available=2",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    budget_status(&client, "all-of-them", |s| s["currentHealthy"] == 2).await;
+    let (code, out, err) = server.kubectl(&[
+        "drain",
+        "kbatch-node",
+        "--ignore-daemonsets",
+        "--timeout=3s",
+    ]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{err}"
+    );
+    for name in &running {
+        let pod = pods.get(name).await.expect("the pod stays");
+        assert!(pod.metadata.deletion_timestamp.is_none());
+    }
+    let (code, _, err) = server.kubectl(&["uncordon", "kbatch-node"]);
+    assert_eq!(code, 0, "{err}");
+}
