@@ -73,13 +73,6 @@ pub fn selector_of(selector: Option<&LabelSelector>) -> Option<Selector> {
     Selector::try_from(selector?.clone()).ok()
 }
 
-fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// `intstr.GetScaledValueFromIntOrPercent` rounding up.
 fn scaled(v: &IntOrString, total: i32) -> Result<i32, String> {
     match v {
@@ -320,7 +313,7 @@ pub fn decide(pdb: &PodDisruptionBudget, pods: &[&Pod], now: Timestamp) -> Decis
                 .get(&p.name_any())
                 .is_none_or(|t| after(t, DELETION_TIMEOUT) <= now)
         })
-        .filter(|p| is_ready(p))
+        .filter(|p| crate::job::pods::is_ready(p))
         .count();
     let healthy = i32::try_from(healthy).unwrap_or(i32::MAX);
     // `updatePdbStatus`: no disruption while the budget matches no pods.
