@@ -701,7 +701,8 @@ async fn create_doc(
             // another thread, and freeing another thread's memory costs more.
             body = None;
         }
-        if res.namespaced {
+        // A pod's namespace was checked before its admission.
+        if res.namespaced && sres.kind != Kind::Pod {
             ensure_namespace(st, t.namespace.as_deref().unwrap_or("")).await?;
         }
         if dry_run {

@@ -9,6 +9,10 @@
 //! no scale subresource): such a budget fails safe, allowing no disruption, as upstream does
 //! for Job pods.
 //!
+//! It also resets a `DisruptionTarget` condition left on a pod that was never deleted (an
+//! eviction or preemption whose deletion failed) to False after 2 minutes, so that a later
+//! failure of the pod is not taken for a disruption by its Job's pod failure policy.
+//!
 //! On a real cluster its own controller does this, so `kbatch controllers` does not run it by
 //! default.
 
@@ -21,7 +25,7 @@ use kbatch_api::k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptio
 use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kbatch_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kbatch_api::k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
@@ -40,6 +44,12 @@ pub const CLIENT_NAME: &str = "disruption-controller";
 /// How long an evicted pod (in `status.disruptedPods`) counts as gone before the controller
 /// stops waiting for its deletion (upstream's `DeletionTimeout`).
 pub const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a pod not being deleted keeps a `DisruptionTarget` condition (upstream's
+/// `stalePodDisruptionTimeout`).
+pub const STALE_POD_DISRUPTION_TIMEOUT: Duration = Duration::from_secs(120);
+/// kubelet's reason, whose condition is never stale (its pod may take long to terminate).
+const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
 
 pub const DISRUPTION_ALLOWED: &str = "DisruptionAllowed";
 pub const SUFFICIENT_PODS: &str = "SufficientPods";
@@ -63,8 +73,7 @@ pub struct Decision {
     pub events: Vec<PdbEvent>,
     /// Sync again after this long (an evicted pod's wait for deletion ends).
     pub recheck_after: Option<Duration>,
-    /// Why the expected pod count could not be known: the status failed safe and the budget
-    /// is synced again with back-off.
+    /// Why the expected pod count could not be known: the status failed safe.
     pub failed: Option<String>,
 }
 
@@ -356,11 +365,62 @@ pub fn decide(pdb: &PodDisruptionBudget, pods: &[&Pod], now: Timestamp) -> Decis
     }
 }
 
+/// `nonTerminatingPodHasStaleDisruptionCondition`: for a pod not being deleted and not
+/// finished, with a `DisruptionTarget` condition True set by others than kubelet, how long
+/// until the condition is stale (zero: now). `None` for any other pod.
+pub fn stale_disruption_wait(pod: &Pod, now: Timestamp) -> Option<Duration> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = pod.status.as_ref()?;
+    if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+        return None;
+    }
+    let cond = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == kbatch_api::conditions::DISRUPTION_TARGET)?;
+    if cond.status != "True" || cond.reason.as_deref() == Some(TERMINATION_BY_KUBELET) {
+        return None;
+    }
+    let since = cond
+        .last_transition_time
+        .as_ref()
+        .map_or(SignedDuration::ZERO, |t| now.duration_since(t.0));
+    let left = SignedDuration::try_from(STALE_POD_DISRUPTION_TIMEOUT)
+        .unwrap_or(SignedDuration::MAX)
+        .saturating_sub(since);
+    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
+}
+
+/// The status patch that resets a stale `DisruptionTarget` condition (`UpdatePodCondition`
+/// with status False: reason and message go, the transition time is now), written at the
+/// pod's revision.
+pub fn reset_disruption_patch(pod: &Pod, now: Timestamp) -> serde_json::Value {
+    let mut condition = serde_json::json!({
+        "type": kbatch_api::conditions::DISRUPTION_TARGET,
+        "status": "False",
+        "reason": null,
+        "message": null,
+        "lastTransitionTime": Time(now),
+    });
+    if let Some(g) = pod.metadata.generation {
+        condition["observedGeneration"] = serde_json::json!(g);
+    }
+    serde_json::json!({
+        "metadata": {"uid": pod.metadata.uid, "resourceVersion": pod.metadata.resource_version},
+        "status": {"conditions": [condition]},
+    })
+}
+
 struct Inner {
     client: Client,
     pdbs: Lister<PodDisruptionBudget>,
     pods: Lister<Pod>,
     queue: WorkQueue<String>,
+    /// Pods whose `DisruptionTarget` condition may be stale.
+    stale: WorkQueue<String>,
     recorder: EventRecorder,
 }
 
@@ -373,6 +433,10 @@ pub async fn run(
 ) {
     let queue: WorkQueue<String> = WorkQueue::new(
         "disruption",
+        ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000)),
+    );
+    let stale: WorkQueue<String> = WorkQueue::new(
+        "stale-pod-disruption",
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000)),
     );
     let pdb_informer = informers.informer::<PodDisruptionBudget>();
@@ -389,8 +453,14 @@ pub async fn run(
         // A pod's change syncs the budgets that select it (none to look at while there are
         // no budgets, the common case).
         let q = queue.clone();
+        let stale_q = stale.clone();
         let pdbs = pdb_informer.lister();
         pod_informer.add_handler(move |change: Change<Pod>| {
+            if let Change::Added(pod) | Change::Updated { new: pod, .. } = &change
+                && let Some(wait) = stale_disruption_wait(pod, Timestamp::now())
+            {
+                stale_q.add_after(object_key(pod.as_ref()), wait);
+            }
             if pdbs.is_empty() {
                 return;
             }
@@ -416,6 +486,7 @@ pub async fn run(
         pdbs: pdb_informer.lister(),
         pods: pod_informer.lister(),
         queue,
+        stale,
         recorder,
     });
     let worker = {
@@ -434,15 +505,57 @@ pub async fn run(
             }
         })
     };
+    let stale_worker = {
+        let inner = Arc::clone(&inner);
+        tokio::spawn(async move {
+            while let Some(key) = inner.stale.get().await {
+                match inner.sync_stale_pod_disruption(&key).await {
+                    Ok(()) => inner.stale.forget(&key),
+                    Err(e) => {
+                        warn!(pod = %key, error = %e, "resetting a stale DisruptionTarget failed");
+                        inner.stale.add_rate_limited(key.clone());
+                    }
+                }
+                inner.stale.done(&key);
+            }
+        })
+    };
     info!("disruption controller started");
     let _ = shutdown.wait_for(|s| *s).await;
     inner.queue.shut_down();
+    inner.stale.shut_down();
     let _ = worker.await;
+    let _ = stale_worker.await;
     drop((pdb_informer, pod_informer));
 }
 
 impl Inner {
-    async fn sync(&self, key: &str) -> Result<(), SyncError> {
+    /// `syncStalePodDisruption`.
+    async fn sync_stale_pod_disruption(&self, key: &str) -> Result<(), kube::Error> {
+        let Ok((ns, name)) = split_key(key) else {
+            return Ok(());
+        };
+        let Some(pod) = self.pods.get(ns, name) else {
+            return Ok(());
+        };
+        let now = Timestamp::now();
+        match stale_disruption_wait(&pod, now) {
+            None => return Ok(()),
+            Some(wait) if !wait.is_zero() => {
+                self.stale.add_after(key.to_string(), wait);
+                return Ok(());
+            }
+            Some(_) => {}
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let patch = reset_disruption_patch(&pod, now);
+        api.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await?;
+        info!(pod = %key, "reset stale DisruptionTarget condition to False");
+        Ok(())
+    }
+
+    async fn sync(&self, key: &str) -> Result<(), kube::Error> {
         let Ok((ns, name)) = split_key(key) else {
             return Ok(());
         };
@@ -480,19 +593,13 @@ impl Inner {
         if let Some(d) = decision.recheck_after {
             self.queue.add_after(key.to_string(), d);
         }
-        match decision.failed {
-            Some(why) => Err(SyncError::ExpectedCount(why)),
-            None => Ok(()),
+        // The status failed safe; upstream does not retry such a budget until it or its
+        // pods change.
+        if let Some(why) = decision.failed {
+            info!(pdb = %key, error = %why, "failed to sync PDB");
         }
+        Ok(())
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-enum SyncError {
-    #[error(transparent)]
-    Api(#[from] kube::Error),
-    #[error("failed to calculate the number of expected pods: {0}")]
-    ExpectedCount(String),
 }
 
 #[cfg(test)]

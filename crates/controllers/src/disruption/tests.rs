@@ -207,3 +207,53 @@ fn a_null_selector_selects_nothing_and_an_empty_one_everything() {
     let app = selector_of(Some(&app)).unwrap();
     assert!(!app.matches(&BTreeMap::new()));
 }
+
+// TestStalePodDisruption's cases: only a pod that is not terminating nor finished, with a
+// DisruptionTarget True not set by kubelet, has a condition that goes stale.
+#[test]
+fn stale_disruption_targets_are_reset_after_two_minutes() {
+    let marked = |reason: &str, since: &str, phase: &str| {
+        let mut p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                "generation": 1},
+            "status": {"phase": phase, "conditions": [{"type": "DisruptionTarget",
+                "status": "True", "reason": reason, "lastTransitionTime": since}]},
+        }))
+        .unwrap();
+        p.metadata.generation = Some(1);
+        p
+    };
+    let recent = marked("EvictionByEvictionAPI", "2026-11-27T11:59:30Z", "Running");
+    assert_eq!(
+        stale_disruption_wait(&recent, now()),
+        Some(Duration::from_secs(90))
+    );
+    let old = marked("PreemptionByScheduler", "2026-11-27T11:50:00Z", "Running");
+    assert_eq!(stale_disruption_wait(&old, now()), Some(Duration::ZERO));
+    assert_eq!(
+        stale_disruption_wait(
+            &marked("TerminationByKubelet", "2026-11-27T11:50:00Z", "Running"),
+            now()
+        ),
+        None
+    );
+    assert_eq!(
+        stale_disruption_wait(
+            &marked("EvictionByEvictionAPI", "2026-11-27T11:50:00Z", "Failed"),
+            now()
+        ),
+        None
+    );
+    let mut deleting = old.clone();
+    deleting.metadata.deletion_timestamp = Some(Time(now()));
+    assert_eq!(stale_disruption_wait(&deleting, now()), None);
+    assert_eq!(stale_disruption_wait(&pod("p", true), now()), None);
+
+    assert_eq!(
+        reset_disruption_patch(&old, now()),
+        json!({"metadata": {"uid": "u", "resourceVersion": "7"},
+            "status": {"conditions": [{"type": "DisruptionTarget", "status": "False",
+                "reason": null, "message": null, "lastTransitionTime": "2026-11-27T12:00:00Z",
+                "observedGeneration": 1}]}})
+    );
+}
