@@ -278,7 +278,15 @@ fn check_namespace(t: &Target, v: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn ensure_namespace(st: &State, ns: &str) -> Result<(), ApiError> {
+/// The NamespaceLifecycle admission plugin on create: the namespace must exist and not be
+/// terminating (Forbidden with the `NamespaceTerminating` cause controllers look for; `name` is
+/// the object's name, or its generateName before one is generated).
+async fn ensure_namespace(
+    st: &State,
+    ns: &str,
+    res: &Resource,
+    name: &str,
+) -> Result<(), ApiError> {
     let nsres = crate::resources::by_kind(Kind::Namespace);
     let o = st
         .store
@@ -294,9 +302,23 @@ async fn ensure_namespace(st: &State, ns: &str) -> Result<(), ApiError> {
             .pointer("/metadata/deletionTimestamp")
             .is_some()
     {
-        return Err(ApiError::forbidden(format!(
-            "unable to create new content in namespace {ns} because it is being terminated"
-        )));
+        let mut e = ApiError::forbidden_named(
+            res.plural,
+            res.group,
+            name,
+            &format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
+        );
+        if let Some(Value::Object(d)) = e.details.as_mut() {
+            d.insert(
+                "causes".into(),
+                json!([{"reason": "NamespaceTerminating",
+                    "message": format!("namespace {ns} is being terminated"),
+                    "field": "metadata.namespace"}]),
+            );
+        }
+        return Err(e);
     }
     Ok(())
 }
@@ -651,12 +673,16 @@ async fn create_doc(
     let now = rfc3339(st.now());
     let tracked = apply::Target::new(sres.kind_name, &res.api_version(), Part::Main);
     let mut v = v;
-    // The admission plugins kube-apiserver runs on a new pod, in its order (mutating: before
-    // validation, after the field manager): NamespaceLifecycle, ServiceAccount, Priority.
+    // The admission plugins kube-apiserver runs on a new object, in its order (mutating:
+    // before validation, after the field manager): NamespaceLifecycle for every namespaced
+    // kind, then for pods ServiceAccount and Priority.
+    let admission_name = crate::priority::admission_name(&v);
+    if res.namespaced {
+        ensure_namespace(st, &url_ns, res, &admission_name).await?;
+    }
     let mut admitted = Vec::new();
     if sres.kind == Kind::Pod {
-        ensure_namespace(st, &url_ns).await?;
-        let name = crate::priority::admission_name(&v);
+        let name = admission_name;
         admitted.extend(crate::serviceaccount::admit_pod(st, &url_ns, &mut v, &name).await?);
         admitted.extend(crate::priority::admit_pod(st, &mut v)?);
     }
@@ -700,10 +726,6 @@ async fn create_doc(
             // Freed here, on the thread that built it: after an await the task may go on on
             // another thread, and freeing another thread's memory costs more.
             body = None;
-        }
-        // A pod's namespace was checked before its admission.
-        if res.namespaced && sres.kind != Kind::Pod {
-            ensure_namespace(st, t.namespace.as_deref().unwrap_or("")).await?;
         }
         if dry_run {
             return Ok(value_response(res, StatusCode::CREATED, obj));

@@ -8,3 +8,4 @@ mod ephemeral_containers;
 mod fuzz_replay;
 mod go_encoding;
 mod metrics_api;
+mod namespace_lifecycle;
