@@ -15,6 +15,7 @@ pub mod keys;
 pub mod labels;
 pub mod lean;
 pub mod names;
+pub mod pdb;
 pub mod podlog;
 pub mod priority;
 pub mod quantity;

@@ -165,8 +165,9 @@ async fn take_disruption(
             .get(key)
             .ok_or_else(|| ApiError::not_found("poddisruptionbudgets", "policy", budget_name))?;
         let budget = handlers::parse_stored(&cur)?;
-        let now = rfc3339(st.now());
-        let Some(updated) = pdb::check_and_decrement(&budget, pod_name, &now, dry_run)? else {
+        // Kept to the second, as the API's times are.
+        let now = jiff::Timestamp::from_second(st.now().as_second()).unwrap_or(st.now());
+        let Some(updated) = pdb::check_and_decrement(&budget, pod_name, now, dry_run)? else {
             return Ok(());
         };
         match storage_metrics::update(&st.store, key.to_string(), updated, Some(cur.rv)).await {

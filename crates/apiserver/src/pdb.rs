@@ -9,8 +9,11 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kbatch_api::k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kbatch_api::k8s_openapi::jiff::Timestamp;
 use kbatch_api::labels::selector_matches;
+use kbatch_api::pdb::update_disruption_allowed_condition;
 use kbatch_api::validation::ALWAYS_ALLOW;
 
 /// Upstream's `MaxDisruptedPodSize`.
@@ -77,12 +80,12 @@ pub fn several_budgets() -> ApiError {
 }
 
 /// `checkAndDecrement`: the budget with one disruption fewer allowed and the pod recorded
-/// (`now`, RFC 3339) as disrupted; `None` for a dry run, which writes nothing. Refused with
+/// (at `now`) as disrupted; `None` for a dry run, which writes nothing. Refused with
 /// upstream's errors when the budget is not processed, allows nothing, or is inconsistent.
 pub fn check_and_decrement(
     budget: &Value,
     pod: &str,
-    now: &str,
+    now: Timestamp,
     dry_run: bool,
 ) -> Result<Option<Value>, ApiError> {
     let name = name_of(budget);
@@ -104,6 +107,7 @@ pub fn check_and_decrement(
             "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
         ));
     }
+    let allowed_i32 = i32::try_from(allowed).unwrap_or(i32::MAX);
     if allowed == 0 {
         let mut e = ApiError::new(429, "TooManyRequests", CANNOT_EVICT);
         e.details = Some(json!({
@@ -119,53 +123,20 @@ pub fn check_and_decrement(
     if dry_run {
         return Ok(None);
     }
-    let mut updated = budget.clone();
-    let Some(status) = updated.get_mut("status").and_then(Value::as_object_mut) else {
-        return Err(ApiError::internal("the budget has no status"));
-    };
-    status.insert("disruptionsAllowed".into(), json!(allowed - 1));
-    if allowed - 1 == 0 {
-        // `UpdateDisruptionAllowedCondition`: no disruption left.
-        let generation = status.get("observedGeneration").cloned();
-        let conditions = status.entry("conditions").or_insert_with(|| json!([]));
-        if let Some(list) = conditions.as_array_mut() {
-            let found = list
-                .iter_mut()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some("DisruptionAllowed"));
-            match found {
-                Some(c) => {
-                    if c.get("status").and_then(Value::as_str) != Some("False") {
-                        c["status"] = json!("False");
-                        c["lastTransitionTime"] = json!(now);
-                    }
-                    c["reason"] = json!("InsufficientPods");
-                    c["message"] = json!("");
-                    match &generation {
-                        Some(g) => c["observedGeneration"] = g.clone(),
-                        None => {
-                            if let Some(o) = c.as_object_mut() {
-                                o.remove("observedGeneration");
-                            }
-                        }
-                    }
-                }
-                None => {
-                    let mut c = json!({"type": "DisruptionAllowed", "status": "False",
-                        "reason": "InsufficientPods", "message": "", "lastTransitionTime": now});
-                    if let Some(g) = generation {
-                        c["observedGeneration"] = g;
-                    }
-                    list.push(c);
-                }
-            }
-        }
+    let mut typed: PodDisruptionBudget = serde_json::from_value(budget.clone())
+        .map_err(|e| ApiError::internal(format!("a stored PodDisruptionBudget: {e}")))?;
+    let status = typed.status.get_or_insert_with(Default::default);
+    status.disruptions_allowed = Some(allowed_i32 - 1);
+    if allowed_i32 - 1 == 0 {
+        update_disruption_allowed_condition(status, now);
     }
-    let pods = status.entry("disruptedPods").or_insert_with(|| json!({}));
-    if !pods.is_object() {
-        *pods = json!({});
-    }
-    pods[pod] = json!(now);
-    Ok(Some(updated))
+    status
+        .disrupted_pods
+        .get_or_insert_with(Default::default)
+        .insert(pod.to_string(), Time(now));
+    serde_json::to_value(&typed)
+        .map(Some)
+        .map_err(|e| ApiError::internal(format!("encoding a PodDisruptionBudget: {e}")))
 }
 
 #[cfg(test)]
@@ -216,10 +187,13 @@ mod tests {
                     "reason": "SufficientPods", "message": "", "observedGeneration": 1,
                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
         );
-        let now = "2026-11-27T12:00:00Z";
+        let now: Timestamp = "2026-11-27T12:00:00Z".parse().unwrap();
         let updated = check_and_decrement(&ok, "p", now, false).unwrap().unwrap();
         assert_eq!(updated["status"]["disruptionsAllowed"], 0);
-        assert_eq!(updated["status"]["disruptedPods"], json!({"p": now}));
+        assert_eq!(
+            updated["status"]["disruptedPods"],
+            json!({"p": "2026-11-27T12:00:00Z"})
+        );
         let c = &updated["status"]["conditions"][0];
         assert_eq!(
             (
@@ -227,7 +201,11 @@ mod tests {
                 c["reason"].as_str(),
                 c["lastTransitionTime"].as_str()
             ),
-            (Some("False"), Some("InsufficientPods"), Some(now))
+            (
+                Some("False"),
+                Some("InsufficientPods"),
+                Some("2026-11-27T12:00:00Z")
+            )
         );
         // A dry run checks and writes nothing.
         assert_eq!(check_and_decrement(&ok, "p", now, true).unwrap(), None);

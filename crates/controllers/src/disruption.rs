@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use kbatch_api::k8s_openapi::api::core::v1::Pod;
 use kbatch_api::k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
-use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use kbatch_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kbatch_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kbatch_api::k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -51,10 +51,11 @@ pub const STALE_POD_DISRUPTION_TIMEOUT: Duration = Duration::from_secs(120);
 /// kubelet's reason, whose condition is never stale (its pod may take long to terminate).
 const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
 
-pub const DISRUPTION_ALLOWED: &str = "DisruptionAllowed";
-pub const SUFFICIENT_PODS: &str = "SufficientPods";
-pub const INSUFFICIENT_PODS: &str = "InsufficientPods";
-pub const SYNC_FAILED: &str = "SyncFailed";
+use kbatch_api::pdb::set_disruption_allowed;
+pub use kbatch_api::pdb::{
+    DISRUPTION_ALLOWED, INSUFFICIENT_PODS, SUFFICIENT_PODS, SYNC_FAILED,
+    update_disruption_allowed_condition,
+};
 
 /// An event the sync records: on the budget, or on one of its pods (by name).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,50 +159,6 @@ fn after(t: &Time, d: Duration) -> Timestamp {
         .unwrap_or(Timestamp::MAX)
 }
 
-/// `apimeta.SetStatusCondition`: a changed status moves the transition time to `now`.
-fn set_condition(
-    conditions: &mut Vec<Condition>,
-    status: &str,
-    reason: &str,
-    message: &str,
-    observed_generation: Option<i64>,
-    now: Timestamp,
-) {
-    match conditions
-        .iter_mut()
-        .find(|c| c.type_ == DISRUPTION_ALLOWED)
-    {
-        Some(c) => {
-            if c.status != status {
-                c.status = status.to_string();
-                c.last_transition_time = Time(now);
-            }
-            c.reason = reason.to_string();
-            c.message = message.to_string();
-            c.observed_generation = observed_generation;
-        }
-        None => conditions.push(Condition {
-            type_: DISRUPTION_ALLOWED.to_string(),
-            status: status.to_string(),
-            reason: reason.to_string(),
-            message: message.to_string(),
-            observed_generation,
-            last_transition_time: Time(now),
-        }),
-    }
-}
-
-/// `UpdateDisruptionAllowedCondition`.
-pub fn update_disruption_allowed_condition(status: &mut PodDisruptionBudgetStatus, now: Timestamp) {
-    let conditions = status.conditions.get_or_insert_with(Vec::new);
-    let (s, reason) = if status.disruptions_allowed.unwrap_or(0) > 0 {
-        ("True", SUFFICIENT_PODS)
-    } else {
-        ("False", INSUFFICIENT_PODS)
-    };
-    set_condition(conditions, s, reason, "", status.observed_generation, now);
-}
-
 /// `ConditionsAreUpToDate`.
 fn conditions_up_to_date(pdb: &PodDisruptionBudget) -> bool {
     let Some(status) = &pdb.status else {
@@ -250,7 +207,7 @@ pub fn decide(pdb: &PodDisruptionBudget, pods: &[&Pod], now: Timestamp) -> Decis
             let mut status = old.clone();
             status.disruptions_allowed = Some(0);
             let generation = status.observed_generation;
-            set_condition(
+            set_disruption_allowed(
                 status.conditions.get_or_insert_with(Vec::new),
                 "False",
                 SYNC_FAILED,

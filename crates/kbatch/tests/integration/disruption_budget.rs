@@ -62,6 +62,23 @@ async fn budget_status(client: &kube::Client, name: &str, want: impl Fn(&Value) 
     .await
 }
 
+/// Job `guarded` of `pods` simulated pods labelled `app=guarded`, running for two minutes.
+async fn guarded_job(client: &kube::Client, pods: u32) {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let job = serde_json::from_value(json!({
+        "metadata": {"name": "guarded"},
+        "spec": {"parallelism": pods, "completions": pods, "template": {
+            "metadata": {"labels": {"app": "guarded"},
+                "annotations": {"kbatch.dev/simulate-duration": "120s"}},
+            "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox"}]}}}
+    }))
+    .expect("job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create job");
+}
+
 #[tokio::test]
 async fn evictions_take_the_budgets_allowed_disruptions() {
     let server = Server::start_with(&[
@@ -75,19 +92,7 @@ async fn evictions_take_the_budgets_allowed_disruptions() {
     ])
     .await;
     let client = server.client().await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
-    let job = serde_json::from_value(json!({
-        "metadata": {"name": "guarded"},
-        "spec": {"parallelism": 3, "completions": 3, "template": {
-            "metadata": {"labels": {"app": "guarded"},
-                "annotations": {"kbatch.dev/simulate-duration": "120s"}},
-            "spec": {"restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox"}]}}}
-    }))
-    .expect("job");
-    jobs.create(&PostParams::default(), &job)
-        .await
-        .expect("create job");
+    guarded_job(&client, 3).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let first = ready_pods(&pods, 3).await;
 
@@ -299,19 +304,7 @@ async fn kubectl_drain_waits_for_the_budget() {
     ])
     .await;
     let client = server.client().await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
-    let job = serde_json::from_value(json!({
-        "metadata": {"name": "guarded"},
-        "spec": {"parallelism": 2, "completions": 2, "template": {
-            "metadata": {"labels": {"app": "guarded"},
-                "annotations": {"kbatch.dev/simulate-duration": "120s"}},
-            "spec": {"restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox"}]}}}
-    }))
-    .expect("job");
-    jobs.create(&PostParams::default(), &job)
-        .await
-        .expect("create job");
+    guarded_job(&client, 2).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let running = ready_pods(&pods, 2).await;
     let (code, out, err) = server.kubectl(&[
