@@ -14,14 +14,40 @@ pub struct WriteLatency {
 /// The mean server time of each kind of write in a `/metrics` text: the `_sum` and `_count`
 /// of `apiserver_request_duration_seconds` for the writing verbs.
 pub fn write_latencies(metrics: &str) -> Vec<WriteLatency> {
-    let label = |labels: &str, name: &str| -> Option<String> {
-        let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
-        let len = labels[start..].find('"')?;
-        Some(labels[start..start + len].to_string())
-    };
+    histogram_means(metrics, "apiserver_request_duration_seconds", |label| {
+        let (verb, resource, sub) = (label("verb")?, label("resource")?, label("subresource")?);
+        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE") {
+            return None;
+        }
+        Some(if sub.is_empty() {
+            format!("{verb} {resource}")
+        } else {
+            format!("{verb} {resource}/{sub}")
+        })
+    })
+}
+
+/// The mean time each kind of write spent in the store (packed, queued for the writer,
+/// committed and synced), from `etcd_request_duration_seconds`: `create pods`, `update jobs`.
+/// The rest of a write's server time is the handler's and the wait for the server's threads.
+#[allow(dead_code)] // Used by the Job benchmark only.
+pub fn store_latencies(metrics: &str) -> Vec<WriteLatency> {
+    histogram_means(metrics, "etcd_request_duration_seconds", |label| {
+        Some(format!("{} {}", label("operation")?, label("resource")?))
+    })
+}
+
+/// The mean of histogram `name`'s series, summed per key (`key` reads a series' labels by
+/// name; `None` leaves the series out), keys with no observation dropped.
+fn histogram_means(
+    metrics: &str,
+    name: &str,
+    key: impl Fn(&dyn Fn(&str) -> Option<String>) -> Option<String>,
+) -> Vec<WriteLatency> {
     let mut sums: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    let prefix = format!("{name}_");
     for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_duration_seconds_") else {
+        let Some(rest) = line.strip_prefix(&prefix) else {
             continue;
         };
         let Some((which, rest)) = rest.split_once('{') else {
@@ -30,21 +56,13 @@ pub fn write_latencies(metrics: &str) -> Vec<WriteLatency> {
         let Some((labels, value)) = rest.rsplit_once("} ") else {
             continue;
         };
-        let (Some(verb), Some(resource), Some(sub), Ok(value)) = (
-            label(labels, "verb"),
-            label(labels, "resource"),
-            label(labels, "subresource"),
-            value.parse::<f64>(),
-        ) else {
-            continue;
+        let label = |name: &str| -> Option<String> {
+            let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
+            let len = labels[start..].find('"')?;
+            Some(labels[start..start + len].to_string())
         };
-        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE") {
+        let (Some(kind), Ok(value)) = (key(&label), value.parse::<f64>()) else {
             continue;
-        }
-        let kind = if sub.is_empty() {
-            format!("{verb} {resource}")
-        } else {
-            format!("{verb} {resource}/{sub}")
         };
         let e = sums.entry(kind).or_default();
         match which {
@@ -92,9 +110,14 @@ pub fn job_syncs(metrics: &str) -> Option<(f64, Duration)> {
 
 /// Prints the kinds written at least `min_count` times (one-off writes say little).
 pub fn print(latencies: &[WriteLatency], min_count: f64) {
+    print_as("server time", latencies, min_count);
+}
+
+/// `print` under another heading (`store time`).
+pub fn print_as(heading: &str, latencies: &[WriteLatency], min_count: f64) {
     for l in latencies.iter().filter(|l| l.count >= min_count) {
         println!(
-            "server time     {:<22} {:6.2} ms mean over {:.0}",
+            "{heading:<15} {:<22} {:6.2} ms mean over {:.0}",
             l.kind,
             l.mean.as_secs_f64() * 1000.0,
             l.count
@@ -147,6 +170,28 @@ apiserver_request_duration_seconds_count{verb="LIST",dry_run="",group="",version
         assert_eq!(
             got,
             [("POST pods", 2.0, 2000), ("PUT jobs/status", 1.0, 3000)]
+        );
+    }
+
+    #[test]
+    fn store_latencies_are_the_mean_of_each_operation_and_resource() {
+        let text = r#"etcd_request_duration_seconds_sum{operation="create",group="",resource="pods"} 0.003
+etcd_request_duration_seconds_count{operation="create",group="",resource="pods"} 3
+etcd_request_duration_seconds_sum{operation="update",group="batch",resource="jobs"} 0.002
+etcd_request_duration_seconds_count{operation="update",group="batch",resource="jobs"} 4
+etcd_request_duration_seconds_count{operation="delete",group="",resource="pods"} 0
+apiserver_request_duration_seconds_sum{verb="POST",resource="pods",subresource=""} 9
+"#;
+        let got: Vec<(String, f64, u128)> = store_latencies(text)
+            .into_iter()
+            .map(|l| (l.kind, l.count, l.mean.as_micros()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("create pods".to_string(), 3.0, 1000),
+                ("update jobs".to_string(), 4.0, 500)
+            ]
         );
     }
 

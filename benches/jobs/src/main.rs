@@ -294,7 +294,8 @@ async fn main() -> anyhow::Result<()> {
     let total = watcher.await.context("the watch task failed")??;
     let (cpu1, peak) = usage(pid)?;
     let parts = threads::by_part(&server.threads0, &threads::snapshot(pid));
-    let latencies = write_latencies(&server_metrics(&jobs).await?);
+    let metrics = server_metrics(&jobs).await?;
+    let latencies = write_latencies(&metrics);
     println!("executor        {}", args.executor);
     println!("jobs            {n}");
     println!("all created in  {:.2} s", created_after.as_secs_f64());
@@ -310,7 +311,14 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("server peak RSS {peak:.1} MiB");
     println!("CPU per Job     {}", threads::per_unit(&parts, n));
+    if let Some((count, mean)) = latency::job_syncs(&metrics) {
+        println!(
+            "job syncs       {count:.0}, {:.2} ms mean",
+            mean.as_secs_f64() * 1e3
+        );
+    }
     latency::print(&latencies, 100.0);
+    latency::print_as("store time", &latency::store_latencies(&metrics), 100.0);
     Ok(())
 }
 
@@ -340,6 +348,8 @@ struct PodsRun {
     shell: Duration,
     /// The server's mean time per write, by kind (`apiserver_request_duration_seconds`).
     latencies: Vec<WriteLatency>,
+    /// Their time in the store, by operation and resource (`etcd_request_duration_seconds`).
+    store_latencies: Vec<WriteLatency>,
     /// The Job controller's syncs of the Job: how many, and their mean duration.
     job_syncs: Option<(f64, Duration)>,
 }
@@ -385,6 +395,7 @@ async fn run_pods(args: &Args, pods: usize) -> anyhow::Result<()> {
         }
         // One-off writes (the node, its lease, the Job itself) say little.
         latency::print(&r.latencies, 10.0);
+        latency::print_as("store time", &r.store_latencies, 10.0);
     }
     if runs.len() > 1 {
         let mut ratios: Vec<f64> = runs.iter().map(PodsRun::ratio).collect();
@@ -435,6 +446,7 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
     let metrics = server_metrics(jobs).await?;
     let latencies = write_latencies(&metrics);
     let job_syncs = latency::job_syncs(&metrics);
+    let store_latencies = latency::store_latencies(&metrics);
     // The shell gets the machine to itself: what kbatch still does after the Job completes
     // (events, cleanup) is not charged to it.
     drop(stream);
@@ -447,6 +459,7 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
         peak,
         shell,
         latencies,
+        store_latencies,
         job_syncs,
     })
 }
