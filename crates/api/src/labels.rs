@@ -31,6 +31,14 @@ pub fn selector_matches(
     Some(matches)
 }
 
+/// A label map from `(key, value)` pairs.
+pub fn from_pairs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,16 +48,9 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn selectors_match_as_upstreams() {
-        let l = labels(&[("app", "a"), ("tier", "web")]);
+        let l = from_pairs(&[("app", "a"), ("tier", "web")]);
         assert_eq!(selector_matches(&sel(json!({})), &l), Some(true));
         assert_eq!(
             selector_matches(&sel(json!({"matchLabels": {"app": "a"}})), &l),
@@ -71,7 +72,7 @@ mod tests {
             Some(false)
         );
         assert_eq!(
-            selector_matches(&expr("NotIn", json!(["web"])), &labels(&[])),
+            selector_matches(&expr("NotIn", json!(["web"])), &from_pairs(&[])),
             Some(true)
         );
         assert_eq!(selector_matches(&expr("Exists", json!([])), &l), Some(true));

@@ -142,17 +142,11 @@ pub fn check_and_decrement(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kbatch_api::labels::from_pairs as labels;
 
     fn budget(spec: Value, status: Value) -> Value {
         json!({"metadata": {"name": "b", "namespace": "ns", "generation": 1},
             "spec": spec, "status": status})
-    }
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
     }
 
     #[test]

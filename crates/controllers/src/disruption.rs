@@ -29,7 +29,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::runtime::events::{EventRecorder, object_reference};
 use crate::runtime::informer::{Change, InformerFactory, Lister};
@@ -450,31 +450,26 @@ pub async fn run(
         let inner = Arc::clone(&inner);
         tokio::spawn(async move {
             let _ = inner.pods.wait_until_synced().await;
-            while let Some(key) = inner.queue.get().await {
-                match inner.sync(&key).await {
-                    Ok(()) => inner.queue.forget(&key),
-                    Err(e) => {
-                        warn!(pdb = %key, error = %e, "disruption budget sync failed");
-                        inner.queue.add_rate_limited(key.clone());
-                    }
-                }
-                inner.queue.done(&key);
-            }
+            let inner = &inner;
+            inner
+                .queue
+                .run_worker("disruption budget sync failed", |key| async move {
+                    inner.sync(&key).await
+                })
+                .await;
         })
     };
     let stale_worker = {
         let inner = Arc::clone(&inner);
         tokio::spawn(async move {
-            while let Some(key) = inner.stale.get().await {
-                match inner.sync_stale_pod_disruption(&key).await {
-                    Ok(()) => inner.stale.forget(&key),
-                    Err(e) => {
-                        warn!(pod = %key, error = %e, "resetting a stale DisruptionTarget failed");
-                        inner.stale.add_rate_limited(key.clone());
-                    }
-                }
-                inner.stale.done(&key);
-            }
+            let inner = &inner;
+            inner
+                .stale
+                .run_worker(
+                    "resetting a stale DisruptionTarget failed",
+                    |key| async move { inner.sync_stale_pod_disruption(&key).await },
+                )
+                .await;
         })
     };
     info!("disruption controller started");

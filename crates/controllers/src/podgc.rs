@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::key::{object_key, split_key};
@@ -92,16 +92,13 @@ pub async fn run(client: Client, informers: &InformerFactory, mut shutdown: watc
     let worker = {
         let inner = Arc::clone(&inner);
         tokio::spawn(async move {
-            while let Some(key) = inner.queue.get().await {
-                match inner.collect(&key).await {
-                    Ok(()) => inner.queue.forget(&key),
-                    Err(e) => {
-                        warn!(pod = %key, error = %e, "pod garbage collection failed");
-                        inner.queue.add_rate_limited(key.clone());
-                    }
-                }
-                inner.queue.done(&key);
-            }
+            let inner = &inner;
+            inner
+                .queue
+                .run_worker("pod garbage collection failed", |key| async move {
+                    inner.collect(&key).await
+                })
+                .await;
         })
     };
     info!("pod garbage collector started");

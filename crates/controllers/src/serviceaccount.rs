@@ -14,7 +14,7 @@ use kbatch_api::serviceaccount::DEFAULT_SERVICE_ACCOUNT_NAME;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::runtime::informer::{Change, InformerFactory, Lister};
 use crate::runtime::queue::{ItemExponentialFailureRateLimiter, WorkQueue};
@@ -89,16 +89,13 @@ pub async fn run(client: Client, informers: &InformerFactory, mut shutdown: watc
         tokio::spawn(async move {
             // Acting on a partial cache would create accounts that exist.
             let _ = inner.accounts.wait_until_synced().await;
-            while let Some(key) = inner.queue.get().await {
-                match inner.sync_namespace(&key).await {
-                    Ok(()) => inner.queue.forget(&key),
-                    Err(e) => {
-                        warn!(namespace = %key, error = %e, "ensuring service accounts failed");
-                        inner.queue.add_rate_limited(key.clone());
-                    }
-                }
-                inner.queue.done(&key);
-            }
+            let inner = &inner;
+            inner
+                .queue
+                .run_worker("ensuring service accounts failed", |key| async move {
+                    inner.sync_namespace(&key).await
+                })
+                .await;
         })
     };
     info!("service account controller started");

@@ -433,32 +433,24 @@ pub fn selector_matches(
     let Some(sel) = selector else {
         return Some(false);
     };
-    let mut ok = true;
-    for (k, v) in sel.match_labels.iter().flatten() {
-        if !names::qualified_name(k).is_empty() || !names::label_value(v).is_empty() {
-            return None;
-        }
-        ok &= labels.get(k) == Some(v);
+    // Conversion also validates every key and value, as labels.Parse does.
+    let labels_valid = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| names::qualified_name(k).is_empty() && names::label_value(v).is_empty());
+    let expressions_valid = sel.match_expressions.iter().flatten().all(|req| {
+        names::qualified_name(&req.key).is_empty()
+            && req
+                .values
+                .iter()
+                .flatten()
+                .all(|v| names::label_value(v).is_empty())
+    });
+    if !labels_valid || !expressions_valid {
+        return None;
     }
-    for req in sel.match_expressions.iter().flatten() {
-        if !names::qualified_name(&req.key).is_empty() {
-            return None;
-        }
-        let values = req.values.as_deref().unwrap_or(&[]);
-        if values.iter().any(|v| !names::label_value(v).is_empty()) {
-            return None;
-        }
-        let have = labels.get(&req.key);
-        let m = match req.operator.as_str() {
-            "In" if !values.is_empty() => have.is_some_and(|h| values.contains(h)),
-            "NotIn" if !values.is_empty() => have.is_none_or(|h| !values.contains(h)),
-            "Exists" if values.is_empty() => have.is_some(),
-            "DoesNotExist" if values.is_empty() => have.is_none(),
-            _ => return None,
-        };
-        ok &= m;
-    }
-    Some(ok)
+    crate::labels::selector_matches(sel, labels)
 }
 
 /// `ValidateHasLabel` under `<path>.labels[<key>]`: the bad value is the whole labels map.

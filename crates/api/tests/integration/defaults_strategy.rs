@@ -3,11 +3,10 @@
 
 use crate::common;
 
-use std::collections::BTreeMap;
-
 use common::*;
 use kbatch_api::k8s_openapi::api::batch::v1::{CronJob, Job};
 use kbatch_api::k8s_openapi::api::core::v1::{Namespace, Pod};
+use kbatch_api::labels::from_pairs as labels;
 use kbatch_api::{defaults, keys, strategy};
 use serde_json::json;
 
@@ -15,13 +14,6 @@ fn defaulted_job(patch: serde_json::Value) -> Job {
     let mut job: Job = decode(patched(base_job(), patch));
     defaults::job(&mut job);
     job
-}
-
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 #[test]

@@ -161,16 +161,14 @@ pub async fn run(
     }
     let orphan_inner = Arc::clone(&inner);
     workers.push(tokio::spawn(async move {
-        while let Some(key) = orphan_inner.orphan_queue.get().await {
-            match orphan_inner.sync_orphan_pod(&key).await {
-                Ok(()) => orphan_inner.orphan_queue.forget(&key),
-                Err(e) => {
-                    warn!(pod = %key, error = %e, "removing the tracking finalizer of an orphan pod failed");
-                    orphan_inner.orphan_queue.add_rate_limited(key.clone());
-                }
-            }
-            orphan_inner.orphan_queue.done(&key);
-        }
+        let inner = &orphan_inner;
+        inner
+            .orphan_queue
+            .run_worker(
+                "removing the tracking finalizer of an orphan pod failed",
+                |key| async move { inner.sync_orphan_pod(&key).await },
+            )
+            .await;
     }));
 
     let _ = shutdown.wait_for(|s| *s).await;

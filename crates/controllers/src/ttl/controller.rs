@@ -12,7 +12,7 @@ use kbatch_api::k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::{TtlDecision, needs_cleanup, requeue_after, ttl_decision};
 use crate::runtime::informer::{Change, InformerFactory, Lister};
@@ -60,16 +60,13 @@ pub async fn run(client: Client, informers: &InformerFactory, mut shutdown: watc
     let worker = {
         let inner = Arc::clone(&inner);
         tokio::spawn(async move {
-            while let Some(key) = inner.queue.get().await {
-                match inner.process(&key).await {
-                    Ok(()) => inner.queue.forget(&key),
-                    Err(e) => {
-                        warn!(job = %key, error = %e, "cleaning up a finished Job failed");
-                        inner.queue.add_rate_limited(key.clone());
-                    }
-                }
-                inner.queue.done(&key);
-            }
+            let inner = &inner;
+            inner
+                .queue
+                .run_worker("cleaning up a finished Job failed", |key| async move {
+                    inner.process(&key).await
+                })
+                .await;
         })
     };
     info!("ttl-after-finished controller started");

@@ -306,5 +306,31 @@ where
     }
 }
 
+impl<K> WorkQueue<K>
+where
+    K: Clone + Eq + Hash + Send + std::fmt::Display + 'static,
+{
+    /// A worker, as client-go's `processNextWorkItem` loop: takes one key at a time; a
+    /// successful `sync` forgets the key's rate-limit history, a failed one is logged under
+    /// `failed` (what failed, e.g. "pod garbage collection failed") and the key queued again
+    /// rate-limited. Returns once the queue is shut down.
+    pub async fn run_worker<E, F>(&self, failed: &str, mut sync: impl FnMut(K) -> F)
+    where
+        E: std::fmt::Display,
+        F: std::future::Future<Output = Result<(), E>>,
+    {
+        while let Some(key) = self.get().await {
+            match sync(key.clone()).await {
+                Ok(()) => self.forget(&key),
+                Err(e) => {
+                    tracing::warn!(queue = %self.name(), key = %key, error = %e, "{failed}");
+                    self.add_rate_limited(key.clone());
+                }
+            }
+            self.done(&key);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -663,3 +663,56 @@ async fn many_workers_lose_no_key() {
         w.await.expect("worker");
     }
 }
+
+/// A worker retries a failing key with the rate limiter's back-off (1 ms, then 2 ms), forgets
+/// its history once it succeeds, and returns when the queue shuts down.
+#[tokio::test(start_paused = true)]
+async fn a_worker_retries_failures_rate_limited_and_forgets_successes() {
+    let q: WorkQueue<String> = queue();
+    let attempts = Arc::new(Mutex::new(Vec::<(String, Instant)>::new()));
+    let worker = {
+        let (q, attempts) = (q.clone(), Arc::clone(&attempts));
+        tokio::spawn(async move {
+            q.run_worker("test sync failed", |key| {
+                let attempts = Arc::clone(&attempts);
+                async move {
+                    let mut seen = attempts.lock().expect("attempts");
+                    seen.push((key.clone(), Instant::now()));
+                    let tries = seen.iter().filter(|(k, _)| *k == key).count();
+                    if key == "flaky" && tries < 3 {
+                        Err(format!("attempt {tries} failed"))
+                    } else {
+                        Ok(())
+                    }
+                }
+            })
+            .await;
+        })
+    };
+    let t0 = Instant::now();
+    q.add("flaky".to_string());
+    q.add("fine".to_string());
+    settle().await;
+    advance(MS).await;
+    settle().await;
+    advance(2 * MS).await;
+    settle().await;
+    let seen: Vec<(String, Duration)> = attempts
+        .lock()
+        .expect("attempts")
+        .iter()
+        .map(|(k, at)| (k.clone(), *at - t0))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("flaky".to_string(), Duration::ZERO),
+            ("fine".to_string(), Duration::ZERO),
+            ("flaky".to_string(), MS),
+            ("flaky".to_string(), 3 * MS),
+        ]
+    );
+    assert_eq!(q.num_requeues(&"flaky".to_string()), 0, "forgotten");
+    q.shut_down();
+    worker.await.expect("the worker returns");
+}
