@@ -19,6 +19,13 @@ pub fn memory(bytes: u64) -> String {
     }
 }
 
+/// A byte amount as Go writes a quantity of it: in BinarySI when `binary` (the quantity was
+/// written with a binary suffix, `Ki`..`Ei`), else DecimalSI; what `Quantity.String()` gives
+/// for a parsed limit, such as kubelet's eviction messages quote.
+pub fn bytes(value: i64, binary: bool) -> String {
+    canonical(value, 0, binary)
+}
+
 /// `Quantity.CanonicalizeBytes` of an int64 amount `value`×10^`scale` (`binary`: BinarySI,
 /// else DecimalSI): zero is `0`; BinarySI is kept only for an integer of magnitude 1024 or
 /// more (smaller ones, and ones that are not integers, are written as DecimalSI).
@@ -126,5 +133,15 @@ mod tests {
         assert_eq!(memory(3 * 1024 * 1024), "3Mi");
         assert_eq!(memory(1_234_567), "1234567");
         assert_eq!(memory(5 << 30), "5Gi");
+    }
+
+    #[test]
+    fn bytes_keep_their_quantity_format() {
+        assert_eq!(bytes(1 << 20, true), "1Mi");
+        assert_eq!(bytes(1536 << 20, true), "1536Mi");
+        assert_eq!(bytes(1_000_000, false), "1M");
+        assert_eq!(bytes(1_500_000, false), "1500k");
+        assert_eq!(bytes(1 << 20, false), "1048576");
+        assert_eq!(bytes(0, true), "0");
     }
 }

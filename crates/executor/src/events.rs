@@ -195,6 +195,11 @@ impl NodeEvents {
         self.kubelet.warning(pod.object(None), reason, message);
     }
 
+    /// kubelet's eviction manager evicts the pod (`Evicted`, about the pod).
+    pub fn evicted(&self, pod: &PodRef, message: &str) {
+        self.kubelet.warning(pod.object(None), "Evicted", message);
+    }
+
     /// A volume of the pod that could not be set up (`FailedMount`, about the pod).
     pub fn failed_mount(&self, pod: &PodRef, message: &str) {
         self.kubelet

@@ -28,6 +28,7 @@ mod runtime;
 mod simulate;
 pub mod state;
 mod status;
+mod storage_limits;
 pub mod streaming;
 mod usage;
 pub mod volume;

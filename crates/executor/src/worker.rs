@@ -42,6 +42,7 @@ use crate::probe::{self, Change, Prober, Verdict};
 use crate::runtime::{self, Exit, Plan, StopSignal};
 use crate::state::{self, Journal, ProcessRecord};
 use crate::status::{self, ContainerRecord, Finish, PodView, RunState, Terminated};
+use crate::storage_limits;
 use crate::{ExecutorConfig, RuntimeKind};
 
 pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
@@ -256,6 +257,8 @@ enum Outcome {
 enum StopReason {
     Deleted,
     Deadline,
+    /// kubelet's eviction manager: the pod outgrew a storage limit.
+    Evicted,
     Shutdown,
     Vanished,
     /// The pod's end is decided and only its sidecars or ephemeral containers still run: they
@@ -449,6 +452,8 @@ enum Pending {
     Probe(usize, usize, u32, probe::run::Attempt),
     /// A lifecycle hook ended (where, slot, run, its error).
     Hook(hook::Point, usize, u32, Result<(), String>),
+    /// The pod's storage was measured: whether it outgrew a limit.
+    Storage(Option<storage_limits::Eviction>),
 }
 
 enum Sync {
@@ -486,6 +491,11 @@ struct Worker {
     /// When the files of its API-backed volumes are next brought up to date (none while a
     /// refresh runs, or when it has no such volumes).
     volume_refresh_at: Option<Instant>,
+    /// When its storage is next measured against its limits (none while it is measured, or
+    /// when nothing of it is limited).
+    storage_check_at: Option<Instant>,
+    /// Why it was evicted, once it was.
+    eviction: Option<String>,
     /// Probe attempts and preStop hooks out (kept apart from `exits`: a pod's end does not
     /// wait for them).
     side: FuturesUnordered<BoxFuture<'static, Pending>>,
@@ -531,6 +541,8 @@ impl Worker {
             exits: FuturesUnordered::new(),
             volumes: Volumes::Ready,
             volume_refresh_at: None,
+            storage_check_at: None,
+            eviction: None,
             side: FuturesUnordered::new(),
             journaled: false,
             status_retry_at: None,
@@ -697,6 +709,7 @@ impl Worker {
         if self.config().runtime == RuntimeKind::Process && crate::volume::has_volumes(&pod) {
             self.set_up_volumes(VOLUME_RETRY_FIRST);
         }
+        self.schedule_storage_check();
         if self.config().runtime == RuntimeKind::Process {
             // Recorded before anything starts, so a crash right after a start is noticed.
             if let Err(e) = self
@@ -777,6 +790,55 @@ impl Worker {
         self.side.push(Box::pin(
             async move { Pending::VolumesRefreshed(pass.await) },
         ));
+    }
+
+    fn schedule_storage_check(&mut self) {
+        self.storage_check_at = (self.config().runtime == RuntimeKind::Process
+            && storage_limits::has_limits(&self.latest))
+        .then(|| Instant::now() + storage_limits::MONITORING_PERIOD);
+    }
+
+    /// Measure what the pod's storage holds (off the worker's task: it walks directories).
+    fn check_storage(&mut self) {
+        self.storage_check_at = None;
+        let pod = self.latest.clone();
+        let logs = podlog::pod_dir(
+            &self.config().log_dir(),
+            &self.namespace,
+            &self.name,
+            &self.uid,
+        );
+        let places = storage_limits::Places::of(&pod, &self.config().pods_dir(), logs);
+        self.side.push(Box::pin(async move {
+            let usage = tokio::task::spawn_blocking(move || {
+                let usage = places.measure(&pod);
+                storage_limits::exceeded(&pod, &usage)
+            })
+            .await
+            .unwrap_or_default();
+            Pending::Storage(usage)
+        }));
+    }
+
+    /// kubelet's eviction manager evicts a pod that outgrew a storage limit: an `Evicted`
+    /// event, then a stop with a short grace period, and the pod Failed with the reason.
+    fn on_storage(&mut self, eviction: Option<storage_limits::Eviction>) {
+        if self.stopping.is_some() || self.finish.is_some() {
+            return;
+        }
+        let Some(eviction) = eviction else {
+            self.schedule_storage_check();
+            return;
+        };
+        if storage_limits::is_critical(&self.latest) {
+            tracing::error!(pod = %self.name, "cannot evict a critical pod");
+            self.schedule_storage_check();
+            return;
+        }
+        tracing::info!(pod = %self.name, message = %eviction.message, "evicting pod");
+        self.events().evicted(&self.pod_ref(), &eviction.message);
+        self.eviction = Some(eviction.message);
+        self.stop(StopReason::Evicted, storage_limits::EVICTION_GRACE);
     }
 
     fn on_volumes_refreshed(&mut self, result: Result<(), crate::volume::SetUpError>) {
@@ -1005,7 +1067,10 @@ impl Worker {
             // kubelet runs a preStop hook when it stops a container, not when the node goes.
             let hooks = matches!(
                 reason,
-                StopReason::Deleted | StopReason::Deadline | StopReason::SidecarsDone
+                StopReason::Deleted
+                    | StopReason::Deadline
+                    | StopReason::Evicted
+                    | StopReason::SidecarsDone
             );
             self.abandon_post_start_hooks();
             let mut pre_stops = Vec::new();
@@ -1050,6 +1115,11 @@ impl Worker {
                         reason: Some(REASON_DEADLINE_EXCEEDED.to_string()),
                         message: Some(MESSAGE_DEADLINE_EXCEEDED.to_string()),
                     },
+                    StopReason::Evicted => Finish {
+                        failed: true,
+                        reason: Some(storage_limits::REASON_EVICTED.to_string()),
+                        message: self.eviction.clone(),
+                    },
                     _ => Finish {
                         failed: false,
                         reason: None,
@@ -1072,6 +1142,9 @@ impl Worker {
             let grace = self.grace();
             self.stop(StopReason::Deadline, grace);
             return self.step(now);
+        }
+        if self.storage_check_at.is_some_and(|t| now >= t) {
+            self.check_storage();
         }
         self.probe_step(now);
         // kubelet starts a pod's containers one after the other, each after its postStart hook.
@@ -1752,6 +1825,7 @@ impl Worker {
             Pending::VolumesRefreshed(result) => self.on_volumes_refreshed(result),
             Pending::Probe(i, k, run, attempt) => self.on_probe(i, k, run, attempt),
             Pending::Hook(point, i, run, result) => self.on_hook(point, i, run, result),
+            Pending::Storage(eviction) => self.on_storage(eviction),
         }
     }
 
@@ -1773,6 +1847,7 @@ impl Worker {
                         wake.push(at);
                     }
                     wake.extend(self.volume_refresh_at);
+                    wake.extend(self.storage_check_at);
                     for s in self
                         .slots
                         .iter()

@@ -14,4 +14,5 @@ mod resource_metrics;
 mod restart;
 mod scheduling;
 mod simulate;
+mod storage_limits;
 mod volumes;
