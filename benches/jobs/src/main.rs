@@ -10,6 +10,8 @@
 //! target/release/kbatch-bench-jobs --jobs 1000` (target: 1,000 Jobs in <= 5 s on 2 cores;
 //! `--jobs 10000` for the executor's target of <= 20 s and peak RSS <= 300 MiB).
 //!
+//! `--repeat N` runs N times, each on a fresh server, and prints the median.
+//!
 //! `--pods 1000 --parallelism 50 --executor process` runs one Job of 1,000 `/bin/true` pods
 //! 50 at a time instead, then spawns `/bin/true` 1,000 times 50-wide from a shell (`xargs -P`)
 //! and prints the ratio of the two times (target: <= 3x). `--repeat N` does it N times, each
@@ -60,8 +62,8 @@ struct Args {
     /// Extra `kbatch up` flags (e.g. `--concurrent-job-syncs=10`), repeatable.
     #[arg(long = "up-arg", allow_hyphen_values = true)]
     up_args: Vec<String>,
-    /// With `--pods`: run this many times (a fresh server each time, each run followed by its
-    /// shell spawn) and report the median ratio, as the machine's speed drifts.
+    /// Run this many times, each on a fresh server (with `--pods`, each run followed by its
+    /// shell spawn), and report the median (time, or ratio), as the machine's speed drifts.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
 }
@@ -247,7 +249,69 @@ async fn main() -> anyhow::Result<()> {
     if let Some(pods) = args.pods {
         return run_pods(&args, pods).await;
     }
-    let server = start_up(&args).await?;
+    run_jobs(&args).await
+}
+
+/// One run of `--jobs` single-pod Jobs.
+struct JobsRun {
+    created_after: Duration,
+    total: Duration,
+    cpu: f64,
+    parts: std::collections::BTreeMap<&'static str, f64>,
+    peak: f64,
+    job_syncs: Option<(f64, Duration)>,
+    latencies: Vec<WriteLatency>,
+    store_latencies: Vec<WriteLatency>,
+}
+
+/// `--jobs`: `--repeat` runs, each on a fresh server, then the median time.
+async fn run_jobs(args: &Args) -> anyhow::Result<()> {
+    let n = args.jobs;
+    let mut runs = Vec::new();
+    for _ in 0..args.repeat.max(1) {
+        runs.push(run_jobs_once(args).await?);
+    }
+    println!("executor        {}", args.executor);
+    println!("jobs            {n}");
+    for r in &runs {
+        println!("all created in  {:.2} s", r.created_after.as_secs_f64());
+        println!(
+            "all complete in {:.2} s  ({:.0} jobs/s)",
+            r.total.as_secs_f64(),
+            n as f64 / r.total.as_secs_f64()
+        );
+        println!(
+            "server CPU      {:.2} s  ({:.0}% of one core)",
+            r.cpu,
+            100.0 * r.cpu / r.total.as_secs_f64()
+        );
+        println!("server peak RSS {:.1} MiB", r.peak);
+        println!("CPU per Job     {}", threads::per_unit(&r.parts, n));
+        if let Some((count, mean)) = r.job_syncs {
+            println!(
+                "job syncs       {count:.0}, {:.2} ms mean",
+                mean.as_secs_f64() * 1e3
+            );
+        }
+        latency::print(&r.latencies, 100.0);
+        latency::print_as("store time", &r.store_latencies, 100.0);
+    }
+    if runs.len() > 1 {
+        let mut times: Vec<f64> = runs.iter().map(|r| r.total.as_secs_f64()).collect();
+        let peak = runs.iter().map(|r| r.peak).fold(0.0, f64::max);
+        println!(
+            "median          {:.2} s over {} runs (min {:.2} s, max {:.2} s); peak RSS at most {peak:.1} MiB",
+            median(&mut times),
+            runs.len(),
+            times[0],
+            times[times.len() - 1]
+        );
+    }
+    Ok(())
+}
+
+async fn run_jobs_once(args: &Args) -> anyhow::Result<JobsRun> {
+    let server = start_up(args).await?;
     let (pid, jobs, rv, cpu0) = (
         server.up.0.id(),
         server.jobs.clone(),
@@ -295,31 +359,27 @@ async fn main() -> anyhow::Result<()> {
     let (cpu1, peak) = usage(pid)?;
     let parts = threads::by_part(&server.threads0, &threads::snapshot(pid));
     let metrics = server_metrics(&jobs).await?;
-    let latencies = write_latencies(&metrics);
-    println!("executor        {}", args.executor);
-    println!("jobs            {n}");
-    println!("all created in  {:.2} s", created_after.as_secs_f64());
-    println!(
-        "all complete in {:.2} s  ({:.0} jobs/s)",
-        total.as_secs_f64(),
-        n as f64 / total.as_secs_f64()
-    );
-    println!(
-        "server CPU      {:.2} s  ({:.0}% of one core)",
-        cpu1 - cpu0,
-        100.0 * (cpu1 - cpu0) / total.as_secs_f64()
-    );
-    println!("server peak RSS {peak:.1} MiB");
-    println!("CPU per Job     {}", threads::per_unit(&parts, n));
-    if let Some((count, mean)) = latency::job_syncs(&metrics) {
-        println!(
-            "job syncs       {count:.0}, {:.2} ms mean",
-            mean.as_secs_f64() * 1e3
-        );
+    Ok(JobsRun {
+        created_after,
+        total,
+        cpu: cpu1 - cpu0,
+        parts,
+        peak,
+        job_syncs: latency::job_syncs(&metrics),
+        latencies: write_latencies(&metrics),
+        store_latencies: latency::store_latencies(&metrics),
+    })
+}
+
+/// The median of `v`, which it sorts.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    match v.len() {
+        0 => f64::NAN,
+        len if len.is_multiple_of(2) => (v[mid - 1] + v[mid]) / 2.0,
+        _ => v[mid],
     }
-    latency::print(&latencies, 100.0);
-    latency::print_as("store time", &latency::store_latencies(&metrics), 100.0);
-    Ok(())
 }
 
 /// The server's `/metrics` text.
@@ -399,13 +459,7 @@ async fn run_pods(args: &Args, pods: usize) -> anyhow::Result<()> {
     }
     if runs.len() > 1 {
         let mut ratios: Vec<f64> = runs.iter().map(PodsRun::ratio).collect();
-        ratios.sort_by(f64::total_cmp);
-        let mid = ratios.len() / 2;
-        let median = if ratios.len().is_multiple_of(2) {
-            (ratios[mid - 1] + ratios[mid]) / 2.0
-        } else {
-            ratios[mid]
-        };
+        let median = median(&mut ratios);
         println!(
             "median ratio    {median:.2}x over {} runs (min {:.2}x, max {:.2}x; target <= 3x)",
             runs.len(),
@@ -462,4 +516,18 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
         store_latencies,
         job_syncs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn the_median_is_the_middle_run_or_the_mean_of_the_two() {
+        assert_eq!(median(&mut [21.0, 19.0, 25.0]), 21.0);
+        let mut even = [22.0, 18.0, 30.0, 20.0];
+        assert_eq!(median(&mut even), 21.0);
+        assert_eq!(even, [18.0, 20.0, 22.0, 30.0], "sorted for min and max");
+        assert!(median(&mut []).is_nan());
+    }
 }
