@@ -7,8 +7,9 @@
 //! Usage is counted as kubelet's `fs.DiskUsage` counts it: the allocated blocks of everything
 //! under a directory, a hard-linked file once, nothing on another file system. A container
 //! here has no writable layer of its own, so what it uses is its logs; the pod's ephemeral
-//! storage is its logs, its emptyDir volumes on disk and its configMap volumes (kubelet's
-//! "ephemeral" volumes).
+//! storage is its logs, its emptyDir volumes not backed by memory and its configMap volumes
+//! (kubelet's "ephemeral" volumes). Every emptyDir is a directory on disk here, so one with
+//! `medium: Memory` is measured the same way, for its own `sizeLimit` only.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
@@ -206,12 +207,23 @@ pub fn is_critical(pod: &Pod) -> bool {
         .is_some_and(|p| p >= CRITICAL_PRIORITY)
 }
 
+/// A volume whose usage is measured.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub name: String,
+    pub dir: PathBuf,
+    /// An emptyDir: held to its `sizeLimit`.
+    pub empty_dir: bool,
+    /// Counted in the pod's ephemeral storage (kubelet's `isVolumeEphemeral`: an emptyDir
+    /// on the node's disk, not `medium: Memory`, or a configMap volume).
+    pub ephemeral: bool,
+}
+
 /// Where the pod's storage lives: its volumes' directories and its log directory.
 #[derive(Debug, Clone)]
 pub struct Places {
-    /// Each volume that counts (emptyDir not backed by memory, configMap), by name, and
-    /// whether it is an emptyDir.
-    pub volumes: Vec<(String, PathBuf, bool)>,
+    /// Each volume measured: its emptyDirs and configMap volumes.
+    pub volumes: Vec<Measured>,
     pub logs: PathBuf,
 }
 
@@ -227,7 +239,16 @@ impl Places {
             .filter(|v| v.empty_dir.is_some() || v.config_map.is_some())
             .filter_map(|v| {
                 let dir = crate::volume::mount::volume_dir(pods_dir, uid, v)?;
-                Some((v.name.clone(), dir, v.empty_dir.is_some()))
+                let in_memory = v
+                    .empty_dir
+                    .as_ref()
+                    .is_some_and(|e| e.medium.as_deref() == Some("Memory"));
+                Some(Measured {
+                    name: v.name.clone(),
+                    dir,
+                    empty_dir: v.empty_dir.is_some(),
+                    ephemeral: !in_memory,
+                })
             })
             .collect();
         Places { volumes, logs }
@@ -237,12 +258,14 @@ impl Places {
     /// threads).
     pub fn measure(&self, pod: &Pod) -> Usage {
         let mut usage = Usage::default();
-        for (name, dir, empty_dir) in &self.volumes {
-            let used = disk_usage(dir);
-            if *empty_dir {
-                usage.volumes.insert(name.clone(), used);
+        for v in &self.volumes {
+            let used = disk_usage(&v.dir);
+            if v.empty_dir {
+                usage.volumes.insert(v.name.clone(), used);
             }
-            usage.pod = usage.pod.saturating_add(used);
+            if v.ephemeral {
+                usage.pod = usage.pod.saturating_add(used);
+            }
         }
         usage.pod = usage.pod.saturating_add(disk_usage(&self.logs));
         for c in pod.spec.iter().flat_map(|s| &s.containers) {
@@ -469,17 +492,21 @@ mod tests {
             "volumes": [
                 {"name": "cache", "emptyDir": {"sizeLimit": "1Mi"}},
                 {"name": "conf", "configMap": {"name": "c"}},
+                {"name": "shm", "emptyDir": {"medium": "Memory"}},
                 {"name": "host", "hostPath": {"path": "/"}},
             ],
         }));
         let places = Places::of(&p, &pods_dir, logs.clone());
-        let names: Vec<_> = places.volumes.iter().map(|(n, _, _)| n.as_str()).collect();
+        let names: Vec<_> = places.volumes.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(
             names,
-            ["cache", "conf"],
+            ["cache", "conf", "shm"],
             "the host's files are not the pod's"
         );
-        let cache = &places.volumes[0].1;
+        let cache = &places.volumes[0].dir;
+        let shm = &places.volumes[2].dir;
+        std::fs::create_dir_all(shm).expect("shm dir");
+        std::fs::write(shm.join("blob"), vec![0u8; 1024 * 1024]).expect("write");
         std::fs::create_dir_all(cache).expect("cache dir");
         std::fs::write(cache.join("blob"), vec![0u8; 300 * 1024]).expect("write");
         std::fs::create_dir_all(logs.join("main")).expect("log dir");
@@ -489,5 +516,8 @@ mod tests {
         assert!(!u.volumes.contains_key("conf"), "only emptyDirs by name");
         assert!(u.containers["main"] >= 100 * 1024, "{u:?}");
         assert!(u.pod >= u.volumes["cache"] + u.containers["main"], "{u:?}");
+        // A memory-backed emptyDir is held to its own limit but is not the node's disk.
+        assert!(u.volumes["shm"] >= 1024 * 1024, "{u:?}");
+        assert!(u.pod < u.volumes["shm"] + u.volumes["cache"], "{u:?}");
     }
 }
