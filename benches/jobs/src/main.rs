@@ -280,13 +280,7 @@ async fn run_jobs(args: &Args) -> anyhow::Result<()> {
             r.total.as_secs_f64(),
             n as f64 / r.total.as_secs_f64()
         );
-        println!(
-            "server CPU      {:.2} s  ({:.0}% of one core)",
-            r.cpu,
-            100.0 * r.cpu / r.total.as_secs_f64()
-        );
-        println!("server peak RSS {:.1} MiB", r.peak);
-        println!("CPU per Job     {}", threads::per_unit(&r.parts, n));
+        print_server_use(r.total, r.cpu, r.peak, &r.parts, ("Job", n));
         if let Some((count, mean)) = r.job_syncs {
             println!(
                 "job syncs       {count:.0}, {:.2} ms mean",
@@ -371,6 +365,27 @@ async fn run_jobs_once(args: &Args) -> anyhow::Result<JobsRun> {
     })
 }
 
+/// The server's CPU over a run of `total`, its peak RSS, and its CPU per unit of work by part
+/// (`("Job", 10000)`).
+fn print_server_use(
+    total: Duration,
+    cpu: f64,
+    peak: f64,
+    parts: &std::collections::BTreeMap<&'static str, f64>,
+    (unit, units): (&str, usize),
+) {
+    println!(
+        "server CPU      {cpu:.2} s  ({:.0}% of one core)",
+        100.0 * cpu / total.as_secs_f64()
+    );
+    println!("server peak RSS {peak:.1} MiB");
+    println!(
+        "{:<16}{}",
+        format!("CPU per {unit}"),
+        threads::per_unit(parts, units)
+    );
+}
+
 /// The median of `v`, which it sorts.
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -431,13 +446,7 @@ async fn run_pods(args: &Args, pods: usize) -> anyhow::Result<()> {
     println!("pods            {pods} (parallelism {})", args.parallelism);
     for r in &runs {
         println!("job complete in {:.2} s", r.total.as_secs_f64());
-        println!(
-            "server CPU      {:.2} s  ({:.0}% of one core)",
-            r.cpu,
-            100.0 * r.cpu / r.total.as_secs_f64()
-        );
-        println!("server peak RSS {:.1} MiB", r.peak);
-        println!("CPU per pod     {}", threads::per_unit(&r.parts, pods));
+        print_server_use(r.total, r.cpu, r.peak, &r.parts, ("pod", pods));
         println!(
             "shell spawn     {:.2} s  (seq {pods} | xargs -P {} /bin/true)",
             r.shell.as_secs_f64(),
