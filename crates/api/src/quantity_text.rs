@@ -5,35 +5,59 @@
 /// CPU usage in nanocores, as metrics-server's `uint64Quantity(v, DecimalSI, -9)` serializes.
 pub fn cpu(nanocores: u64) -> String {
     match i64::try_from(nanocores) {
-        Ok(v) => canonical(v, -9, false),
+        Ok(v) => canonical(v, -9, Format::DecimalSI),
         // metrics-server gives up one digit to fit an int64.
-        Err(_) => canonical((nanocores / 10) as i64, -8, false),
+        Err(_) => canonical((nanocores / 10) as i64, -8, Format::DecimalSI),
     }
 }
 
 /// Memory in bytes, as metrics-server's `uint64Quantity(v, BinarySI, 0)` serializes.
 pub fn memory(bytes: u64) -> String {
     match i64::try_from(bytes) {
-        Ok(v) => canonical(v, 0, true),
-        Err(_) => canonical((bytes / 10) as i64, 1, true),
+        Ok(v) => canonical(v, 0, Format::BinarySI),
+        Err(_) => canonical((bytes / 10) as i64, 1, Format::BinarySI),
     }
 }
 
-/// A byte amount as Go writes a quantity of it: in BinarySI when `binary` (the quantity was
-/// written with a binary suffix, `Ki`..`Ei`), else DecimalSI; what `Quantity.String()` gives
-/// for a parsed limit, such as kubelet's eviction messages quote.
-pub fn bytes(value: i64, binary: bool) -> String {
-    canonical(value, 0, binary)
+/// How a quantity is written, which Go keeps from the text it parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `Ki`, `Mi`, ... `Ei`.
+    BinarySI,
+    /// `m`, `k`, `M`, ... or no suffix.
+    DecimalSI,
+    /// `e3`, `E6`, ...
+    DecimalExponent,
+}
+
+impl Format {
+    /// The format of the quantity `text` (as `ParseQuantity` decides it from the suffix).
+    pub fn of(text: &str) -> Format {
+        let t = text.trim();
+        let suffix = t.trim_start_matches(|c: char| c.is_ascii_digit() || "+-.".contains(c));
+        let mut chars = suffix.chars();
+        match (chars.next(), chars.next()) {
+            (Some(_), Some('i')) => Format::BinarySI,
+            (Some('e' | 'E'), Some(_)) => Format::DecimalExponent,
+            _ => Format::DecimalSI,
+        }
+    }
+}
+
+/// A byte amount as Go writes a quantity of it in `format`: what `Quantity.String()` gives for
+/// a parsed limit, such as kubelet's eviction messages quote.
+pub fn bytes(value: i64, format: Format) -> String {
+    canonical(value, 0, format)
 }
 
 /// `Quantity.CanonicalizeBytes` of an int64 amount `value`×10^`scale` (`binary`: BinarySI,
 /// else DecimalSI): zero is `0`; BinarySI is kept only for an integer of magnitude 1024 or
 /// more (smaller ones, and ones that are not integers, are written as DecimalSI).
-fn canonical(value: i64, scale: i32, binary: bool) -> String {
+fn canonical(value: i64, scale: i32, form: Format) -> String {
     if value == 0 {
         return "0".into();
     }
-    if binary {
+    if form == Format::BinarySI {
         let whole = if scale >= 0 {
             10i128
                 .checked_pow(scale.unsigned_abs())
@@ -67,6 +91,12 @@ fn canonical(value: i64, scale: i32, binary: bool) -> String {
             exponent -= 2;
         }
         _ => {}
+    }
+    if form == Format::DecimalExponent {
+        return match exponent {
+            0 => format!("{amount}"),
+            e => format!("{amount}e{e}"),
+        };
     }
     let suffix = match exponent {
         -9 => "n".to_string(),
@@ -137,11 +167,26 @@ mod tests {
 
     #[test]
     fn bytes_keep_their_quantity_format() {
-        assert_eq!(bytes(1 << 20, true), "1Mi");
-        assert_eq!(bytes(1536 << 20, true), "1536Mi");
-        assert_eq!(bytes(1_000_000, false), "1M");
-        assert_eq!(bytes(1_500_000, false), "1500k");
-        assert_eq!(bytes(1 << 20, false), "1048576");
-        assert_eq!(bytes(0, true), "0");
+        assert_eq!(bytes(1 << 20, Format::BinarySI), "1Mi");
+        assert_eq!(bytes(1536 << 20, Format::BinarySI), "1536Mi");
+        assert_eq!(bytes(1_000_000, Format::DecimalSI), "1M");
+        assert_eq!(bytes(1_500_000, Format::DecimalSI), "1500k");
+        assert_eq!(bytes(1 << 20, Format::DecimalSI), "1048576");
+        assert_eq!(bytes(1_000_000, Format::DecimalExponent), "1e6");
+        assert_eq!(bytes(1_500_000, Format::DecimalExponent), "1500e3");
+        assert_eq!(bytes(512, Format::DecimalExponent), "512");
+        assert_eq!(bytes(0, Format::BinarySI), "0");
+    }
+
+    #[test]
+    fn the_format_comes_from_the_suffix() {
+        assert_eq!(Format::of("1Mi"), Format::BinarySI);
+        assert_eq!(Format::of("1.5Gi"), Format::BinarySI);
+        assert_eq!(Format::of("1e6"), Format::DecimalExponent);
+        assert_eq!(Format::of("2E3"), Format::DecimalExponent);
+        // `E` alone is exa, a decimal SI suffix.
+        assert_eq!(Format::of("1E"), Format::DecimalSI);
+        assert_eq!(Format::of("500M"), Format::DecimalSI);
+        assert_eq!(Format::of("1024"), Format::DecimalSI);
     }
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use kbatch_api::k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kbatch_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kbatch_api::quantity_text::Format;
 
 /// How often kubelet's eviction manager looks (its `evictionMonitoringPeriod`).
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
@@ -29,12 +30,11 @@ const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 /// Pods of this priority or more are critical: kubelet never evicts them.
 const CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
-/// A limit in bytes, and whether it was written with a binary suffix: Go writes the
-/// quantity back in the same format.
+/// A limit in bytes, and the format it was written in: Go writes the quantity back in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Limit {
     bytes: i64,
-    binary: bool,
+    format: Format,
 }
 
 impl Limit {
@@ -42,12 +42,12 @@ impl Limit {
         let exact = kbatch_api::quantity::parse_exact(&q.0)?;
         Some(Limit {
             bytes: exact.scaled_ceil(0),
-            binary: q.0.trim_end().ends_with('i'),
+            format: Format::of(&q.0),
         })
     }
 
     fn text(self) -> String {
-        kbatch_api::quantity_text::bytes(self.bytes, self.binary)
+        kbatch_api::quantity_text::bytes(self.bytes, self.format)
     }
 
     /// Whether `used` bytes go past it.
@@ -365,15 +365,20 @@ mod tests {
     }
 
     #[test]
-    fn decimal_limits_are_quoted_in_decimal() {
-        let p = pod(json!({
-            "containers": [container("main", None)],
-            "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1000k"}}],
-        }));
-        assert_eq!(
-            message(&p, &usage(&[("scratch", 1_000_001)], &[], 0)).as_deref(),
-            Some("Usage of EmptyDir volume \"scratch\" exceeds the limit \"1M\". ")
-        );
+    fn limits_are_quoted_in_the_format_they_were_written_in() {
+        for (limit, quoted) in [("1000k", "1M"), ("1e6", "1e6"), ("1000000", "1M")] {
+            let p = pod(json!({
+                "containers": [container("main", None)],
+                "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": limit}}],
+            }));
+            assert_eq!(
+                message(&p, &usage(&[("scratch", 1_000_001)], &[], 0)),
+                Some(format!(
+                    "Usage of EmptyDir volume \"scratch\" exceeds the limit \"{quoted}\". "
+                )),
+                "{limit}"
+            );
+        }
     }
 
     #[test]
