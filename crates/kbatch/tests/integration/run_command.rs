@@ -284,3 +284,43 @@ fn a_job_with_a_sidecar_completes_once_its_main_containers_succeed() {
         "both pods' main containers saw their sidecar:\n{stdout}"
     );
 }
+
+#[test]
+fn a_pod_that_outgrows_its_empty_dir_is_evicted_and_its_job_fails() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("hoard.yaml");
+    let cache = dir.path().join("cache");
+    // 2 MiB into a 1 MiB emptyDir: kubelet's eviction manager (every 10 s) fails the pod.
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: hoard}}\nspec:\n  \
+             backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      \
+             volumes: [{{name: cache, emptyDir: {{sizeLimit: 1Mi}}}}]\n      \
+             containers: [{{name: c, image: x, volumeMounts: [{{name: cache, mountPath: {cache}}}], \
+             command: [sh, -c, \"head -c 2097152 /dev/zero > {cache}/blob; sleep 60\"]}}]\n",
+            cache = cache.display()
+        ),
+    )
+    .expect("write");
+    let out = run(&[&manifest.to_string_lossy()]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("] Evicted: "))
+        .unwrap_or_else(|| panic!("no Evicted line:\n{stdout}"));
+    assert!(
+        line.starts_with("[hoard-")
+            && line.ends_with("Usage of EmptyDir volume \"cache\" exceeds the limit \"1Mi\". "),
+        "{line:?}"
+    );
+    assert!(
+        stderr.contains("job/hoard failed: BackoffLimitExceeded"),
+        "{stderr}"
+    );
+}
