@@ -267,13 +267,33 @@ impl Places {
                 usage.pod = usage.pod.saturating_add(used);
             }
         }
-        usage.pod = usage.pod.saturating_add(disk_usage(&self.logs));
+        // One walk of the log directory gives the pod's logs and each container's.
+        let (logs, by_container) = disk_usage_by_entry(&self.logs);
+        usage.pod = usage.pod.saturating_add(logs);
         for c in pod.spec.iter().flat_map(|s| &s.containers) {
-            let used = disk_usage(&self.logs.join(&c.name));
+            let used = by_container.get(&c.name).copied().unwrap_or(0);
             usage.containers.insert(c.name.clone(), used);
         }
         usage
     }
+}
+
+/// `disk_usage(path)` of a directory, and the part of it under each of its entries, by name
+/// (a file hard-linked from two entries counts in both).
+fn disk_usage_by_entry(path: &Path) -> (u64, HashMap<String, u64>) {
+    let mut by_entry = HashMap::new();
+    let Ok(top) = std::fs::symlink_metadata(path) else {
+        return (0, by_entry);
+    };
+    let mut total = top.blocks().saturating_mul(512);
+    if let Ok(entries) = std::fs::read_dir(path) {
+        for entry in entries.flatten() {
+            let used = disk_usage(&entry.path());
+            total = total.saturating_add(used);
+            by_entry.insert(entry.file_name().to_string_lossy().into_owned(), used);
+        }
+    }
+    (total, by_entry)
 }
 
 /// The bytes allocated to everything under `path` (0 when it does not exist), as kubelet's

@@ -16,6 +16,27 @@ fn run(args: &[&str]) -> Output {
         .expect("run kbatch run")
 }
 
+/// Runs `kbatch run` with `args`, checks that it exits with `code`, and returns its stdout and
+/// stderr.
+fn run_expecting(args: &[&str], code: i32) -> (String, String) {
+    let out = run(args);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// The output line of the Warning event with `reason` (`[object] Reason: message`).
+fn warning_line<'a>(stdout: &'a str, reason: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.contains(&format!("] {reason}: ")))
+        .unwrap_or_else(|| panic!("no {reason} line:\n{stdout}"))
+}
+
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -34,13 +55,7 @@ fn active_counts(stdout: &str, job: &str) -> Vec<u32> {
 
 #[test]
 fn pi_completes_four_times_two_at_a_time() {
-    let out = run(&[&examples("pi.yaml")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, _) = run_expecting(&[&examples("pi.yaml")], 0);
     assert!(
         stdout.contains("job/pi: Complete, 0 active, 4/4 succeeded, 0 failed"),
         "{stdout}"
@@ -80,13 +95,7 @@ spec:
 "#,
     )
     .expect("write manifest");
-    let out = run(&[manifest.to_str().expect("utf-8 path")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, stderr) = run_expecting(&[manifest.to_str().expect("utf-8 path")], 1);
     assert!(
         stderr.contains(
             "job/flaky failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
@@ -105,13 +114,7 @@ spec:
 
 #[test]
 fn a_pod_failure_policy_fails_the_job_at_once() {
-    let out = run(&[&examples("pod-failure-policy.yaml")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (_, stderr) = run_expecting(&[&examples("pod-failure-policy.yaml")], 1);
     assert!(
         stderr.contains(
             "job/fail-fast failed: PodFailurePolicy: Container main for pod default/fail-fast-"
@@ -126,13 +129,7 @@ fn a_pod_failure_policy_fails_the_job_at_once() {
 
 #[test]
 fn an_indexed_job_gives_each_pod_its_index() {
-    let out = run(&[&examples("indexed.yaml")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, _) = run_expecting(&[&examples("indexed.yaml")], 0);
     for i in 0..5 {
         assert!(
             stdout.contains(&format!("{i} squared is {}", i * i)),
@@ -143,13 +140,7 @@ fn an_indexed_job_gives_each_pod_its_index() {
 
 #[test]
 fn a_job_reads_its_configmap_and_secret() {
-    let out = run(&[&examples("config.yaml")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, _) = run_expecting(&[&examples("config.yaml")], 0);
     // Created before the Job, so its pod never waits for them.
     let created: Vec<&str> = stdout.lines().filter(|l| l.ends_with(" created")).collect();
     assert_eq!(
@@ -169,13 +160,7 @@ fn a_job_reads_its_configmap_and_secret() {
 
 #[test]
 fn volumes_example_runs_its_script_from_a_config_map_volume() {
-    let out = run(&[&examples("volumes.yaml")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, _) = run_expecting(&[&examples("volumes.yaml")], 0);
     // Each pod ran the ConfigMap's script, read what its init container left in the
     // emptyDir and its Job's name from the downwardAPI volume.
     for (index, words) in [(0, 100), (1, 200), (2, 300)] {
@@ -196,17 +181,8 @@ fn why_a_pod_does_not_start_is_printed() {
          containers: [{name: c, image: x, command: [\"true\"], resources: {requests: {cpu: \"100000\"}}}]\n",
     )
     .expect("write");
-    let out = run(&[&manifest.to_string_lossy()]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("FailedScheduling"))
-        .unwrap_or_else(|| panic!("no FailedScheduling line:\n{stdout}"));
+    let (stdout, stderr) = run_expecting(&[&manifest.to_string_lossy()], 1);
+    let line = warning_line(&stdout, "FailedScheduling");
     assert!(
         line.starts_with("[greedy-")
             && line.contains("] FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu."),
@@ -224,13 +200,7 @@ fn invalid_input_exits_2_with_the_field_error() {
         "apiVersion: batch/v1\nkind: Job\nmetadata: {name: bad}\nspec:\n  template:\n    spec:\n      containers: [{name: c, image: x, command: [\"true\"]}]\n",
     )
     .expect("write manifest");
-    let out = run(&[manifest.to_str().expect("utf-8 path")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (_, stderr) = run_expecting(&[manifest.to_str().expect("utf-8 path")], 2);
     assert!(
         stderr.contains(r#"spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never""#),
         "{stderr}"
@@ -252,12 +222,9 @@ fn invalid_input_exits_2_with_the_field_error() {
 
 #[test]
 fn keep_leaves_the_data_dir_to_inspect() {
-    let out = run(&["--executor", "simulate", "--keep", &examples("pi.yaml")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    let (stdout, _) = run_expecting(
+        &["--executor", "simulate", "--keep", &examples("pi.yaml")],
+        0,
     );
     let kept = stdout
         .lines()
@@ -271,13 +238,7 @@ fn keep_leaves_the_data_dir_to_inspect() {
 
 #[test]
 fn a_job_with_a_sidecar_completes_once_its_main_containers_succeed() {
-    let out = run(&[&examples("sidecar.yaml")]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, _) = run_expecting(&[&examples("sidecar.yaml")], 0);
     assert_eq!(
         stdout.matches("sidecar alive at").count(),
         2,
@@ -303,17 +264,8 @@ fn a_pod_that_outgrows_its_empty_dir_is_evicted_and_its_job_fails() {
         ),
     )
     .expect("write");
-    let out = run(&[&manifest.to_string_lossy()]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("] Evicted: "))
-        .unwrap_or_else(|| panic!("no Evicted line:\n{stdout}"));
+    let (stdout, stderr) = run_expecting(&[&manifest.to_string_lossy()], 1);
+    let line = warning_line(&stdout, "Evicted");
     assert!(
         line.starts_with("[hoard-")
             && line.ends_with("Usage of EmptyDir volume \"cache\" exceeds the limit \"1Mi\". "),
