@@ -32,6 +32,7 @@ mod storage_limits;
 pub mod streaming;
 mod usage;
 pub mod volume;
+mod workdir;
 mod worker;
 
 use std::path::PathBuf;
@@ -92,6 +93,11 @@ impl ExecutorConfig {
     pub(crate) fn pods_dir(&self) -> PathBuf {
         self.data_dir.join("executor").join("pods")
     }
+
+    /// Empty working directories kept for the next pods (`workdir`).
+    pub(crate) fn spare_dir(&self) -> PathBuf {
+        self.data_dir.join("executor").join("spare")
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +142,13 @@ pub async fn run(
             path: config.state_dir(),
             source,
         })?;
+    let workdirs =
+        workdir::WorkDirs::open(config.pods_dir(), config.spare_dir()).map_err(|source| {
+            ExecutorError::Io {
+                path: config.spare_dir(),
+                source,
+            }
+        })?;
     let requested = config.streaming_port;
     let listen_error = |source| ExecutorError::Streaming {
         port: requested.unwrap_or(0),
@@ -179,7 +192,16 @@ pub async fn run(
         node,
         shutdown.clone(),
     ));
-    manager::run(client, config, journal, allocatable, streams, shutdown).await;
+    manager::run(
+        client,
+        config,
+        journal,
+        workdirs,
+        allocatable,
+        streams,
+        shutdown,
+    )
+    .await;
     let _ = heartbeat.await;
     // Sessions still under way end with their containers, which have stopped.
     server.abort();

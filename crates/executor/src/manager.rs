@@ -20,6 +20,7 @@ use crate::binder::{self, PodIndex};
 use crate::events::{NodeEvents, PodRef};
 use crate::state::{self, Journal};
 use crate::streaming::Registry;
+use crate::workdir::WorkDirs;
 use crate::worker::{self, Context, Finished};
 use kbatch_controllers::runtime::informer::lean_watcher;
 
@@ -54,6 +55,7 @@ pub async fn run(
     client: kube::Client,
     config: ExecutorConfig,
     journal: Journal,
+    workdirs: WorkDirs,
     allocatable: BTreeMap<String, Quantity>,
     streams: Registry,
     mut shutdown: watch::Receiver<bool>,
@@ -72,6 +74,7 @@ pub async fn run(
             client,
             config,
             journal,
+            workdirs,
             allocatable,
             streams,
         }),

@@ -86,6 +86,8 @@ pub struct Context {
     pub events: NodeEvents,
     /// What a restarted executor needs to find the processes this one started.
     pub journal: Journal,
+    /// The pods' default working directories, reused from finished pods.
+    pub workdirs: crate::workdir::WorkDirs,
     /// The node's allocatable resources: a resourceFieldRef limit the container leaves unset.
     pub allocatable: BTreeMap<String, Quantity>,
     /// The pods and running containers the streaming endpoint can exec into.
@@ -119,11 +121,17 @@ pub async fn run(
         Box::pin(w.run_containers()).await
     };
     match outcome {
-        Outcome::Finished => Some(Finished {
-            uid: w.uid,
-            namespace: w.namespace,
-            name: w.name,
-        }),
+        Outcome::Finished => {
+            // Nothing of the pod runs any more: an empty working directory is the next pod's.
+            if w.config().runtime == RuntimeKind::Process {
+                w.ctx.workdirs.finished(&w.uid);
+            }
+            Some(Finished {
+                uid: w.uid,
+                namespace: w.namespace,
+                name: w.name,
+            })
+        }
         Outcome::Vanished => {
             w.cleanup();
             None
@@ -229,7 +237,7 @@ pub fn remove_pod_files(ctx: &Context, namespace: &str, name: &str, uid: &str) {
     let config = &ctx.config;
     let logs = podlog::pod_dir(&config.log_dir(), namespace, name, uid);
     let _ = std::fs::remove_dir_all(logs);
-    let _ = std::fs::remove_dir_all(config.pods_dir().join(uid));
+    ctx.workdirs.removed(uid);
     if let Err(e) = ctx.journal.done(uid) {
         tracing::warn!(pod = %name, error = %e, "writing the executor state journal");
     }
@@ -632,6 +640,12 @@ impl Worker {
     }
 
     fn prepare(&mut self) {
+        if self.config().runtime == RuntimeKind::Process
+            && let Err(e) = self.ctx.workdirs.provide(&self.uid)
+        {
+            // The start of a container that needs it reports the error.
+            tracing::debug!(pod = %self.name, error = %e, "preparing the working directory");
+        }
         let pod = self.latest.clone();
         let spec = pod.spec.clone().unwrap_or_default();
         self.restart_policy = spec
@@ -865,7 +879,7 @@ impl Worker {
             .working_dir
             .as_deref()
             .filter(|d| !d.is_empty())
-            .map_or_else(|| self.config().pods_dir().join(&self.uid), PathBuf::from);
+            .map_or_else(|| self.ctx.workdirs.path(&self.uid), PathBuf::from);
         let io = crate::process::ContainerIo {
             stdin: c.stdin.unwrap_or(false),
             stdin_once: c.stdin_once.unwrap_or(false),

@@ -270,10 +270,15 @@ async fn deleting_a_running_pod_stops_its_process_group_and_removes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_pod_keeps_its_logs_until_deleted_then_is_removed_with_them() {
     let c = Cluster::start().await;
-    // Two finished pods: deleting one leaves the other's logs in place.
+    // Two finished pods: deleting one leaves the other's logs in place. Each leaves a file in
+    // its working directory, which is kept with the pod.
     for name in ["done", "kept"] {
-        c.create(pod(name, &["sh", "-c", "echo bye"], "Never"))
-            .await;
+        c.create(pod(
+            name,
+            &["sh", "-c", "echo bye; echo 42 > result"],
+            "Never",
+        ))
+        .await;
     }
     let mut dirs = Vec::new();
     for name in ["done", "kept"] {
@@ -287,7 +292,7 @@ async fn a_finished_pod_keeps_its_logs_until_deleted_then_is_removed_with_them()
     // Long after it ended, the pod and its logs are still there.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (logs, workdir) = &dirs[0];
-    assert!(logs.exists() && workdir.exists());
+    assert!(logs.exists() && workdir.join("result").exists());
     c.delete("done").await;
     c.wait_gone("done", 10).await;
     eventually(
@@ -298,6 +303,45 @@ async fn a_finished_pod_keeps_its_logs_until_deleted_then_is_removed_with_them()
     .await;
     assert!(dirs[1].0.exists(), "another pod's logs stay");
     assert_eq!(phase_of(&c.pods().get("kept").await.unwrap()), "Succeeded");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_working_directory_of_a_finished_pod_becomes_the_next_pods() {
+    let c = Cluster::start().await;
+    // Each pod prints its working directory's inode number.
+    let inode_of_cwd = ["sh", "-c", "stat -c %i ."];
+    let workdir_of = |p: &kbatch_api::k8s_openapi::api::core::v1::Pod| {
+        let uid = p.metadata.uid.as_deref().unwrap();
+        c.data_dir().join("executor/pods").join(uid)
+    };
+    c.create(pod("first", &inode_of_cwd, "Never")).await;
+    let first_dir = workdir_of(&c.wait_phase("first", "Succeeded", 10).await);
+    eventually(
+        Duration::from_secs(5),
+        "the empty directory moved aside",
+        || async { (!first_dir.exists()).then_some(()) },
+    )
+    .await;
+    c.create(pod("second", &inode_of_cwd, "Never")).await;
+    let second_dir = workdir_of(&c.wait_phase("second", "Succeeded", 10).await);
+    let pods = c.pods();
+    let (first, second) = (
+        pods.logs("first", &LogParams::default()).await.unwrap(),
+        pods.logs("second", &LogParams::default()).await.unwrap(),
+    );
+    let (first, second) = (first.trim(), second.trim());
+    assert!(first.parse::<u64>().is_ok(), "{first:?}");
+    assert_eq!(
+        first, second,
+        "the second pod ran in the first one's directory"
+    );
+    assert!(
+        !second_dir.exists(),
+        "moved aside again once empty and finished"
+    );
+    // The pods' objects, and their logs, are untouched.
+    assert_eq!(phase_of(&c.pods().get("first").await.unwrap()), "Succeeded");
     c.shutdown().await;
 }
 
