@@ -8,9 +8,11 @@
 //! pod's directory, if it is still empty, is moved aside into a pool of spares
 //! (`executor/spare`), and the next pod's directory is a spare renamed into place: no inode is
 //! made or freed. A directory with something in it stays where it is until its pod is deleted,
-//! so that what a pod left can still be looked at.
+//! so that what a pod left can still be looked at; one whose mode or owner a pod changed is
+//! not reused either.
 
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -24,7 +26,28 @@ pub const MAX_SPARES: usize = 256;
 pub struct WorkDirs {
     pods_dir: PathBuf,
     spare_dir: PathBuf,
+    /// What a new directory looks like (the pods directory's mode and owner): a directory that
+    /// no longer does is not handed to another pod.
+    fresh: Look,
     state: Mutex<Spares>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Look {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+}
+
+impl Look {
+    fn of(dir: &Path) -> Option<Look> {
+        let m = std::fs::symlink_metadata(dir).ok()?;
+        m.is_dir().then(|| Look {
+            mode: m.mode() & 0o7777,
+            uid: m.uid(),
+            gid: m.gid(),
+        })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +64,12 @@ impl WorkDirs {
     pub fn open(pods_dir: PathBuf, spare_dir: PathBuf) -> io::Result<WorkDirs> {
         std::fs::create_dir_all(&pods_dir)?;
         std::fs::create_dir_all(&spare_dir)?;
+        let fresh = Look::of(&pods_dir).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "the pods directory is not a directory",
+            )
+        })?;
         let mut spares = Spares::default();
         for entry in std::fs::read_dir(&spare_dir)? {
             let entry = entry?;
@@ -50,7 +79,11 @@ impl WorkDirs {
                 .to_str()
                 .and_then(|n| n.parse::<u64>().ok());
             match name {
-                Some(n) if spares.names.len() < MAX_SPARES && is_empty_dir(&path) => {
+                Some(n)
+                    if spares.names.len() < MAX_SPARES
+                        && Look::of(&path) == Some(fresh)
+                        && is_empty_dir(&path) =>
+                {
                     spares.names.push(n);
                     spares.next = spares.next.max(n + 1);
                 }
@@ -60,6 +93,7 @@ impl WorkDirs {
         Ok(WorkDirs {
             pods_dir,
             spare_dir,
+            fresh,
             state: Mutex::new(spares),
         })
     }
@@ -98,20 +132,25 @@ impl WorkDirs {
         Ok(target)
     }
 
-    /// Pod `uid` runs nothing any more: its directory, if it is empty, becomes a spare.
+    /// Pod `uid` runs nothing any more: its directory, if it is as new, becomes a spare.
     pub fn finished(&self, uid: &str) {
         let dir = self.path(uid);
-        if is_empty_dir(&dir) {
+        if self.as_new(&dir) {
             self.keep_as_spare(&dir);
         }
     }
 
-    /// Pod `uid` is gone: its directory goes too (kept as a spare if it is empty).
+    /// Pod `uid` is gone: its directory goes too (kept as a spare if it is as new).
     pub fn removed(&self, uid: &str) {
         let dir = self.path(uid);
-        if !is_empty_dir(&dir) || !self.keep_as_spare(&dir) {
+        if !self.as_new(&dir) || !self.keep_as_spare(&dir) {
             remove(&dir);
         }
+    }
+
+    /// Whether `dir` is empty, with the mode and owner of a new directory.
+    fn as_new(&self, dir: &Path) -> bool {
+        Look::of(dir) == Some(self.fresh) && is_empty_dir(dir)
     }
 
     /// Move the empty directory `dir` into the pool; false when the pool is full or the move
@@ -178,7 +217,7 @@ fn remove(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::PermissionsExt;
 
     fn dirs() -> (tempfile::TempDir, WorkDirs) {
         let tmp = tempfile::tempdir().expect("temp dir");
@@ -224,6 +263,24 @@ mod tests {
         w.removed("uid-1");
         assert!(!dir.exists());
         assert_eq!(w.spares(), 0, "a used directory is not reused");
+    }
+
+    #[test]
+    fn a_directory_whose_mode_a_pod_changed_is_not_reused() {
+        let (_tmp, w) = dirs();
+        let dir = w.provide("uid-1").expect("provide");
+        let mode = std::fs::metadata(&dir)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o7777;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode ^ 0o070))
+            .expect("chmod");
+        w.finished("uid-1");
+        assert!(dir.exists(), "left with its pod");
+        w.removed("uid-1");
+        assert!(!dir.exists());
+        assert_eq!(w.spares(), 0);
     }
 
     #[test]
