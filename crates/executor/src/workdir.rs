@@ -85,7 +85,7 @@ impl WorkDirs {
                         && is_empty_dir(&path) =>
                 {
                     spares.names.push(n);
-                    spares.next = spares.next.max(n + 1);
+                    spares.next = spares.next.max(n.saturating_add(1));
                 }
                 _ => remove(&path),
             }
@@ -189,7 +189,7 @@ impl WorkDirs {
             return None;
         }
         let n = s.next;
-        s.next += 1;
+        s.next = s.next.saturating_add(1);
         Some(n)
     }
 
