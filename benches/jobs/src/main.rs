@@ -18,9 +18,11 @@
 //! on a fresh server, and prints the median ratio. Each run also prints the server's mean time
 //! per kind of write (from `apiserver_request_duration_seconds`), which shows how much of a
 //! sync's round trips is the server's, and the server's CPU per Job or pod split by part (API
-//! server, executor, controllers, store writer) from its threads' `/proc` stat.
+//! server, executor, controllers, store writer) from its threads' `/proc` stat, and how fast
+//! the machine was just before it (`machine`).
 
 mod latency;
+mod machine;
 mod threads;
 
 use std::collections::HashSet;
@@ -173,6 +175,8 @@ struct Started {
     cpu0: f64,
     /// The server's threads' CPU when the run starts.
     threads0: threads::Snapshot,
+    /// How fast the machine was just before the server started.
+    speed: machine::Speed,
 }
 
 async fn start_up(args: &Args) -> anyhow::Result<Started> {
@@ -184,6 +188,7 @@ async fn start_up(args: &Args) -> anyhow::Result<Started> {
         );
     }
     let dir = tempfile::tempdir().context("creating a temporary dir")?;
+    let speed = machine::measure(dir.path()).context("measuring the machine")?;
     let data = dir.path().join("data");
     let log = std::fs::File::create(dir.path().join("kbatch.log")).context("creating the log")?;
     let child = Command::new(&bin)
@@ -240,6 +245,7 @@ async fn start_up(args: &Args) -> anyhow::Result<Started> {
         rv,
         cpu0,
         threads0,
+        speed,
     })
 }
 
@@ -262,6 +268,7 @@ struct JobsRun {
     job_syncs: Option<(f64, Duration)>,
     latencies: Vec<WriteLatency>,
     store_latencies: Vec<WriteLatency>,
+    speed: machine::Speed,
 }
 
 /// `--jobs`: `--repeat` runs, each on a fresh server, then the median time.
@@ -274,6 +281,7 @@ async fn run_jobs(args: &Args) -> anyhow::Result<()> {
     println!("executor        {}", args.executor);
     println!("jobs            {n}");
     for r in &runs {
+        println!("machine         {}", r.speed);
         println!("all created in  {:.2} s", r.created_after.as_secs_f64());
         println!(
             "all complete in {:.2} s  ({:.0} jobs/s)",
@@ -362,6 +370,7 @@ async fn run_jobs_once(args: &Args) -> anyhow::Result<JobsRun> {
         job_syncs: latency::job_syncs(&metrics),
         latencies: write_latencies(&metrics),
         store_latencies: latency::store_latencies(&metrics),
+        speed: server.speed,
     })
 }
 
@@ -427,6 +436,7 @@ struct PodsRun {
     store_latencies: Vec<WriteLatency>,
     /// The Job controller's syncs of the Job: how many, and their mean duration.
     job_syncs: Option<(f64, Duration)>,
+    speed: machine::Speed,
 }
 
 impl PodsRun {
@@ -445,6 +455,7 @@ async fn run_pods(args: &Args, pods: usize) -> anyhow::Result<()> {
     println!("executor        {}", args.executor);
     println!("pods            {pods} (parallelism {})", args.parallelism);
     for r in &runs {
+        println!("machine         {}", r.speed);
         println!("job complete in {:.2} s", r.total.as_secs_f64());
         print_server_use(r.total, r.cpu, r.peak, &r.parts, ("pod", pods));
         println!(
@@ -512,6 +523,7 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
     let store_latencies = latency::store_latencies(&metrics);
     // The shell gets the machine to itself: what kbatch still does after the Job completes
     // (events, cleanup) is not charged to it.
+    let speed = server.speed;
     drop(stream);
     drop(server);
     let shell = shell_spawn(pods, args.parallelism)?;
@@ -524,6 +536,7 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
         latencies,
         store_latencies,
         job_syncs,
+        speed,
     })
 }
 
