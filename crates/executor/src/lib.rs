@@ -131,7 +131,8 @@ pub async fn run(
     mut config: ExecutorConfig,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ExecutorError> {
-    for dir in [config.log_dir(), config.state_dir(), config.pods_dir()] {
+    // The pods' directory is made by `WorkDirs::open`.
+    for dir in [config.log_dir(), config.state_dir()] {
         std::fs::create_dir_all(&dir).map_err(|source| ExecutorError::Io {
             path: dir.clone(),
             source,
