@@ -173,7 +173,7 @@ pub async fn run(
             ))
         }
         // `resolve` builds only exec and httpGet actions.
-        Hook::Run(Action::Tcp { .. } | Action::Unsupported(_)) => {
+        Hook::Run(Action::Tcp { .. } | Action::Grpc { .. } | Action::Unsupported(_)) => {
             Err("Cannot run handler: invalid handler".to_string())
         }
     }

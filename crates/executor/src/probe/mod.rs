@@ -8,6 +8,7 @@
 //!
 //! This module decides; `run` carries out one attempt; the pod worker schedules and reports.
 
+pub mod grpc;
 pub mod http;
 pub mod run;
 

@@ -1,7 +1,7 @@
 //! One probe attempt, run as kubelet's prober runs it (pkg/kubelet/prober/prober.go and
 //! pkg/probe/{exec,tcp}): an exec probe is the command run beside the container with its
 //! environment and working directory, a tcpSocket probe a connect; an httpGet probe, a GET from
-//! the node, is `super::http`'s. Results and output texts follow upstream's, including Go's error
+//! the node, is `super::http`'s, a grpc probe `super::grpc`'s. Results and output texts follow upstream's, including Go's error
 //! wording, since they end up verbatim in the `Unhealthy` and `ProbeWarning` events users read.
 //! The helpers both tcp and http need (the timeout, Go's dial and its texts) live here.
 
@@ -20,7 +20,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 
-use super::http;
+use super::{grpc, http};
 
 /// Output kept of an exec probe (pkg/probe/exec maxReadLength) and of an HTTP response body
 /// (pkg/probe/http maxRespBodyLength).
@@ -104,7 +104,14 @@ pub enum Action {
         host: String,
         port: u16,
     },
-    /// A probe that cannot run here (grpc, or a probe with no handler): the message is the error.
+    /// The gRPC health check of `service` at the pod's IP.
+    Grpc {
+        host: String,
+        port: u16,
+        service: String,
+    },
+    /// A probe that cannot run here (no handler, or one this node lacks): the message is the
+    /// error.
     Unsupported(String),
 }
 
@@ -179,10 +186,16 @@ pub fn action(
             port,
         });
     }
-    if probe.grpc.is_some() {
-        return Ok(Action::Unsupported(
-            "gRPC probes are not supported by kbatch's executor".to_string(),
-        ));
+    if let Some(g) = &probe.grpc {
+        let port = match u16::try_from(g.port) {
+            Ok(p) if p > 0 => p,
+            _ => return Err(format!("invalid port number: {}", g.port)),
+        };
+        return Ok(Action::Grpc {
+            host: pod_ip.to_string(),
+            port,
+            service: g.service.clone().unwrap_or_default(),
+        });
     }
     Ok(Action::Unsupported(format!(
         "missing probe handler for container {}",
@@ -263,6 +276,11 @@ pub async fn run_once(action: &Action, timeout: Duration) -> Attempt {
             headers,
         } => http::probe(*https, host, *port, path, headers, timeout).await,
         Action::Tcp { host, port } => tcp_probe(host, *port, timeout).await,
+        Action::Grpc {
+            host,
+            port,
+            service,
+        } => grpc::probe(host, *port, service, timeout).await,
         Action::Unsupported(msg) => Attempt::errored(Outcome::Unknown, msg.clone()),
     }
 }
@@ -754,10 +772,43 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert!(matches!(
+        // The pod's IP, the port, the service ("" when not set).
+        assert_eq!(
             action(&grpc, &container, "10.0.0.1", &env, Path::new("/w")),
-            Ok(Action::Unsupported(_))
-        ));
+            Ok(Action::Grpc {
+                host: "10.0.0.1".into(),
+                port: 9090,
+                service: String::new(),
+            })
+        );
+        let named = Probe {
+            grpc: Some(GRPCAction {
+                port: 9090,
+                service: Some("liveness".into()),
+                // 1.37's alpha TLS mode: its feature gate is off, so kubelet dials plaintext.
+                mode: Some("TLS".into()),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            action(&named, &container, "10.0.0.1", &env, Path::new("/w")),
+            Ok(Action::Grpc {
+                host: "10.0.0.1".into(),
+                port: 9090,
+                service: "liveness".into(),
+            })
+        );
+        let bad = Probe {
+            grpc: Some(GRPCAction {
+                port: 70000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            action(&bad, &container, "10.0.0.1", &env, Path::new("/w")),
+            Err("invalid port number: 70000".into())
+        );
         let h2 = Probe {
             http_get: Some(HTTPGetAction {
                 port: IntOrString::Int(8080),

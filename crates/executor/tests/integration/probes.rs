@@ -207,3 +207,91 @@ async fn tcp_and_http_readiness_probes_reach_the_pod_ip() {
     c.wait_gone("tcp", 15).await;
     c.shutdown().await;
 }
+
+/// A gRPC health service on `port` answering every check with the serving status in `status`
+/// (grpc.health.v1: 1 SERVING, 2 NOT_SERVING); it records the services asked about.
+async fn health_service(
+    port: u16,
+    status: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+) -> tokio::task::JoinHandle<()> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("bind the probed port");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (status, asked) = (status.clone(), asked.clone());
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
+                    let mut body = request.into_body();
+                    let mut data = Vec::new();
+                    while let Some(Ok(chunk)) = body.data().await {
+                        let _ = body.flow_control().release_capacity(chunk.len());
+                        data.extend_from_slice(&chunk);
+                    }
+                    // The request message after its 5-byte prefix.
+                    asked
+                        .lock()
+                        .expect("asked")
+                        .push(data.get(5..).unwrap_or_default().to_vec());
+                    let head = http::Response::builder()
+                        .status(200)
+                        .header("content-type", "application/grpc")
+                        .body(())
+                        .expect("response");
+                    let Ok(mut stream) = respond.send_response(head, false) else {
+                        continue;
+                    };
+                    let value = status.load(std::sync::atomic::Ordering::SeqCst);
+                    let message = [0u8, 0, 0, 0, 2, 0x08, value];
+                    let _ = stream.send_data(bytes::Bytes::copy_from_slice(&message), false);
+                    let mut trailers = http::HeaderMap::new();
+                    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                    let _ = stream.send_trailers(trailers);
+                }
+            });
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_readiness_probe_follows_the_health_service() {
+    let c = Cluster::start().await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let status = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(2));
+    let asked = std::sync::Arc::default();
+    let server = health_service(port, status.clone(), std::sync::Arc::clone(&asked)).await;
+    c.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "grpc"},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "main", "image": "busybox", "command": ["sleep", "60"],
+            "readinessProbe": {"grpc": {"port": port, "service": "db"}, "periodSeconds": 1}
+        }]}
+    }))
+    .await;
+    let message = wait_event(&c, "grpc", "Unhealthy", "Readiness probe failed:").await;
+    assert_eq!(
+        message,
+        "Readiness probe failed: service unhealthy (responded with \"NOT_SERVING\")"
+    );
+    let p = c.pods().get("grpc").await.expect("get");
+    assert!(!is_ready(&p, "main"));
+    // The check names the probe's service: field 1, "db".
+    assert_eq!(asked.lock().expect("asked")[0], b"\x0a\x02db".to_vec());
+
+    status.store(1, std::sync::atomic::Ordering::SeqCst);
+    let p = c
+        .wait_pod("grpc", 15, "main ready", |p| is_ready(p, "main"))
+        .await;
+    assert_eq!(condition(&p, "Ready").status, "True");
+    server.abort();
+    c.delete("grpc").await;
+    c.wait_gone("grpc", 15).await;
+    c.shutdown().await;
+}
