@@ -110,8 +110,7 @@ pub enum Action {
         port: u16,
         service: String,
     },
-    /// A probe that cannot run here (no handler, or one this node lacks): the message is the
-    /// error.
+    /// A probe with no handler: the message is the error.
     Unsupported(String),
 }
 
@@ -155,13 +154,8 @@ pub fn action(
     }
     if let Some(get) = &probe.http_get {
         let port = resolve_port(&get.port, container)?;
-        // HTTP/2 (1.37's alpha `protocol: HTTP2`, h2c) needs a client this node does not have.
-        if get.protocol.as_deref().is_some_and(|p| p != "HTTP1") {
-            return Ok(Action::Unsupported(format!(
-                "httpGet protocol {} is not supported by kbatch's executor",
-                get.protocol.as_deref().unwrap_or_default()
-            )));
-        }
+        // `protocol: HTTP2` (h2c) is 1.37's alpha `H2CContainerProbe`: with its feature gate
+        // off, as by default, the probe is an HTTP/1.1 GET whatever the field says.
         let https = get
             .scheme
             .as_deref()
@@ -817,10 +811,16 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert!(matches!(
+        assert_eq!(
             action(&h2, &container, "10.0.0.1", &env, Path::new("/w")),
-            Ok(Action::Unsupported(_))
-        ));
+            Ok(Action::Http {
+                https: false,
+                host: "10.0.0.1".into(),
+                port: 8080,
+                path: String::new(),
+                headers: Vec::new(),
+            })
+        );
         assert!(matches!(
             action(
                 &Probe::default(),
