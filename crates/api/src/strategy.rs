@@ -14,6 +14,11 @@ use crate::quantity;
 /// unless `manualSelector` is true, then (our addition, matching what upstream shows on read
 /// after re-defaulting) copy the template labels to an unlabelled Job.
 pub fn job_prepare_for_create(job: &mut Job) {
+    if let Some(spec) = job.spec.as_mut()
+        && let Some(pod) = spec.template.spec.as_mut()
+    {
+        drop_disabled_probe_fields(pod, None);
+    }
     job.status = Some(JobStatus::default());
     job.metadata.generation = Some(1);
     let manual = job.spec.as_ref().and_then(|s| s.manual_selector) == Some(true);
@@ -33,6 +38,49 @@ pub fn job_prepare_for_create(job: &mut Job) {
     {
         job.metadata.labels = Some(l);
     }
+}
+
+/// The pod spec of a CronJob's job template.
+fn cronjob_pod_spec(cj: &mut CronJob) -> Option<&mut PodSpec> {
+    cj.spec.job_template.spec.as_mut()?.template.spec.as_mut()
+}
+
+/// upstream's `dropDisabledFields` for 1.37's alpha probe fields, whose feature gates are off
+/// by default: a probe's `grpc.mode` (`GRPCContainerProbeTLS`) and `httpGet.protocol`
+/// (`H2CContainerProbe`) are removed from a new or updated spec, each unless the old spec
+/// already uses it (so that an update never drops what was stored).
+pub fn drop_disabled_probe_fields(spec: &mut PodSpec, old: Option<&PodSpec>) {
+    let old_probes = || old.into_iter().flat_map(probes);
+    let mode_in_use = old_probes().any(|p| p.grpc.as_ref().is_some_and(|g| g.mode.is_some()));
+    let protocol_in_use =
+        old_probes().any(|p| p.http_get.as_ref().is_some_and(|h| h.protocol.is_some()));
+    let containers = spec.containers.iter_mut();
+    for c in containers.chain(spec.init_containers.iter_mut().flatten()) {
+        for probe in [
+            &mut c.liveness_probe,
+            &mut c.readiness_probe,
+            &mut c.startup_probe,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !mode_in_use && let Some(g) = probe.grpc.as_mut() {
+                g.mode = None;
+            }
+            if !protocol_in_use && let Some(h) = probe.http_get.as_mut() {
+                h.protocol = None;
+            }
+        }
+    }
+}
+
+/// The probes of a spec's containers and init containers.
+fn probes(spec: &PodSpec) -> impl Iterator<Item = &k8s_openapi::api::core::v1::Probe> {
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| [&c.liveness_probe, &c.readiness_probe, &c.startup_probe])
+        .flatten()
 }
 
 /// `generateSelector`: existing labels and selector keys are never overwritten; conflicts are
@@ -69,6 +117,10 @@ fn generate_selector(job: &mut Job) {
 /// Job update through the main resource: status changes are dropped; the generation is
 /// bumped iff the spec changed. The caller has already set generation to old's.
 pub fn job_prepare_for_update(new: &mut Job, old: &Job) {
+    if let Some(pod) = new.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        let old_pod = old.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        drop_disabled_probe_fields(pod, old_pod);
+    }
     new.status = old.status.clone();
     if new.spec != old.spec {
         new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
@@ -82,12 +134,24 @@ pub fn job_status_prepare_for_update(new: &mut Job, old: &Job) {
 
 /// CronJob create: clear status, generation 1.
 pub fn cronjob_prepare_for_create(cj: &mut CronJob) {
+    if let Some(pod) = cronjob_pod_spec(cj) {
+        drop_disabled_probe_fields(pod, None);
+    }
     cj.status = Some(Default::default());
     cj.metadata.generation = Some(1);
 }
 
 /// CronJob update: status from old, generation bump iff the spec changed.
 pub fn cronjob_prepare_for_update(new: &mut CronJob, old: &CronJob) {
+    let old_pod = old
+        .spec
+        .job_template
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref());
+    if let Some(pod) = cronjob_pod_spec(new) {
+        drop_disabled_probe_fields(pod, old_pod);
+    }
     new.status = old.status.clone();
     if new.spec != old.spec {
         new.metadata.generation = Some(old.metadata.generation.unwrap_or(0).saturating_add(1));
@@ -103,6 +167,9 @@ pub fn cronjob_status_prepare_for_update(new: &mut CronJob, old: &CronJob) {
 /// gates starts with `PodScheduled` False, reason `SchedulingGated` (upstream's
 /// `applySchedulingGatedCondition`), since now.
 pub fn pod_prepare_for_create(pod: &mut Pod) {
+    if let Some(spec) = pod.spec.as_mut() {
+        drop_disabled_probe_fields(spec, None);
+    }
     let spec = pod.spec.as_ref();
     let qos = spec.map(qos_class).unwrap_or(keys::QOS_BEST_EFFORT);
     let gated = spec
@@ -131,6 +198,9 @@ pub fn pod_prepare_for_create(pod: &mut Pod) {
 
 /// Pod update: status from old; generation bump iff the spec changed.
 pub fn pod_prepare_for_update(new: &mut Pod, old: &Pod) {
+    if let Some(spec) = new.spec.as_mut() {
+        drop_disabled_probe_fields(spec, old.spec.as_ref());
+    }
     new.status = old.status.clone();
     // The Priority admission plugin set these on create; an update that leaves them out keeps
     // them (changing them is then refused by validation, as upstream).

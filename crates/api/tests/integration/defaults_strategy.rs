@@ -393,3 +393,113 @@ fn pod_update_keeps_status() {
     assert_eq!(new.status, old.status);
     assert_eq!(new.metadata.generation, Some(1));
 }
+
+/// A pod spec with a grpc probe in `mode` and an httpGet probe over `protocol`, 1.37's alpha
+/// fields, on a container and an init container.
+fn alpha_probe_spec(mode: Option<&str>, protocol: Option<&str>) -> serde_json::Value {
+    json!({
+        "containers": [{"name": "c", "image": "busybox",
+            "livenessProbe": {"grpc": {"port": 9090, "mode": mode}},
+            "readinessProbe": {"httpGet": {"port": 8080, "protocol": protocol}}}],
+        "initContainers": [{"name": "i", "image": "busybox", "restartPolicy": "Always",
+            "startupProbe": {"grpc": {"port": 9091, "mode": mode}}}]
+    })
+}
+
+/// (grpc modes, httpGet protocols) of a spec's probes, in container order.
+fn alpha_probe_fields(
+    spec: &kbatch_api::k8s_openapi::api::core::v1::PodSpec,
+) -> (Vec<Option<String>>, Vec<Option<String>>) {
+    let containers = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    let probes: Vec<_> = containers
+        .flat_map(|c| [&c.liveness_probe, &c.readiness_probe, &c.startup_probe])
+        .flatten()
+        .collect();
+    (
+        probes
+            .iter()
+            .filter_map(|p| p.grpc.as_ref())
+            .map(|g| g.mode.clone())
+            .collect(),
+        probes
+            .iter()
+            .filter_map(|p| p.http_get.as_ref())
+            .map(|h| h.protocol.clone())
+            .collect(),
+    )
+}
+
+/// With their feature gates off (GRPCContainerProbeTLS, H2CContainerProbe), as by default,
+/// upstream drops the alpha probe fields from new pods, Job and CronJob templates.
+#[test]
+fn alpha_probe_fields_are_dropped_on_create() {
+    let spec = alpha_probe_spec(Some("TLS"), Some("HTTP2"));
+    let none = (vec![None, None], vec![None]);
+
+    let pod = prepared_pod(json!({"spec": spec.clone()}));
+    assert_eq!(alpha_probe_fields(pod.spec.as_ref().unwrap()), none);
+
+    let job = prepared_job(json!({"spec": {"template": {"spec": spec.clone()}}}));
+    let template = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(alpha_probe_fields(template), none);
+
+    let cj =
+        prepared_cronjob(json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": spec}}}}}));
+    let template = cj
+        .spec
+        .job_template
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    assert_eq!(alpha_probe_fields(template), none);
+}
+
+/// On update, a field the stored object already uses is kept (each field on its own), one it
+/// does not use is dropped.
+#[test]
+fn alpha_probe_fields_in_use_survive_an_update() {
+    let update = |old: serde_json::Value, new: serde_json::Value| {
+        let old: Pod = decode(patched(base_pod(), json!({"spec": old})));
+        let mut new: Pod = decode(patched(base_pod(), json!({"spec": new})));
+        strategy::pod_prepare_for_update(&mut new, &old);
+        alpha_probe_fields(new.spec.as_ref().unwrap())
+    };
+    let both = alpha_probe_spec(Some("TLS"), Some("HTTP2"));
+    assert_eq!(
+        update(alpha_probe_spec(None, None), both.clone()),
+        (vec![None, None], vec![None])
+    );
+    assert_eq!(
+        update(both.clone(), both.clone()),
+        (
+            vec![Some("TLS".into()), Some("TLS".into())],
+            vec![Some("HTTP2".into())]
+        )
+    );
+    assert_eq!(
+        update(alpha_probe_spec(Some("Plaintext"), None), both.clone()),
+        (vec![Some("TLS".into()), Some("TLS".into())], vec![None])
+    );
+
+    let job_update = |old: serde_json::Value, new: serde_json::Value| {
+        let old = prepared_job(json!({"spec": {"template": {"spec": old}}}));
+        let mut new: Job = decode(patched(
+            base_job(),
+            json!({"spec": {"template": {"spec": new}}}),
+        ));
+        strategy::job_prepare_for_update(&mut new, &old);
+        alpha_probe_fields(new.spec.as_ref().unwrap().template.spec.as_ref().unwrap())
+    };
+    // The stored Job never holds them (dropped on create), so an update drops them too.
+    assert_eq!(
+        job_update(both.clone(), both),
+        (vec![None, None], vec![None])
+    );
+}

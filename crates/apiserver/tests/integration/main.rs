@@ -2,6 +2,7 @@
 
 mod common;
 
+mod alpha_fields;
 mod authentication;
 mod authorization;
 mod ephemeral_containers;
