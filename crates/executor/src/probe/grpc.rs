@@ -57,26 +57,32 @@ pub async fn probe(host: &str, port: u16, service: &str, timeout: Duration) -> A
     }
 }
 
-/// A ready HTTP/2 connection to `host:port`: TCP, then the client's preface and settings.
+/// A ready HTTP/2 connection to `host:port`: TCP, the client's preface, and an answer in
+/// HTTP/2 from the server (a ping's), as grpc-go waits for the server's preface before the
+/// connection is ready. A server that does not speak HTTP/2 is a failed attempt, retried.
 async fn connect(host: &str, port: u16) -> h2::client::SendRequest<Bytes> {
     let mut wait = FIRST_RETRY;
     loop {
-        let mut dialing = String::new();
-        if let Ok(tcp) = dial(host, port, &mut dialing).await {
-            let _ = tcp.set_nodelay(true);
-            if let Ok((send, connection)) = h2::client::handshake(tcp).await {
-                // The connection is driven until the probe drops its last handle to it.
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                if let Ok(send) = send.ready().await {
-                    return send;
-                }
-            }
+        if let Some(send) = try_connect(host, port).await {
+            return send;
         }
         tokio::time::sleep(wait).await;
         wait = wait.mul_f64(1.6).min(Duration::from_secs(120));
     }
+}
+
+async fn try_connect(host: &str, port: u16) -> Option<h2::client::SendRequest<Bytes>> {
+    let mut dialing = String::new();
+    let tcp = dial(host, port, &mut dialing).await.ok()?;
+    let _ = tcp.set_nodelay(true);
+    let (send, mut connection) = h2::client::handshake(tcp).await.ok()?;
+    let mut ping = connection.ping_pong()?;
+    // The connection is driven until the probe drops its last handle to it.
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    ping.ping(h2::Ping::opaque()).await.ok()?;
+    send.ready().await.ok()
 }
 
 /// The unary call `Check(HealthCheckRequest{service})`: the response's serving status.
@@ -550,6 +556,26 @@ mod tests {
             ))
         );
         assert!(started.elapsed() >= Duration::from_millis(300));
+    }
+
+    #[tokio::test]
+    async fn a_server_that_does_not_speak_http2_is_never_connected() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let _ = tcp.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            }
+        });
+        let got = probe("127.0.0.1", port, "", Duration::from_millis(300)).await;
+        assert_eq!(
+            got,
+            Attempt::failure(format!(
+                "timeout: failed to connect service \"127.0.0.1:{port}\" within 300ms: \
+                 context deadline exceeded"
+            ))
+        );
     }
 
     #[tokio::test]
