@@ -32,25 +32,25 @@ pub async fn probe(host: &str, port: u16, service: &str, timeout: Duration) -> A
             go_quote(&addr)
         ));
     };
-    let call = tokio::time::timeout_at(deadline, check(&mut send, &addr, service)).await;
+    // Running out of time is the call's DeadlineExceeded, as the deadline ends it in grpc-go.
+    let call = tokio::time::timeout_at(deadline, check(&mut send, &addr, service))
+        .await
+        .unwrap_or_else(|_| Err(Status::new(Code::DeadlineExceeded, String::new())));
     match call {
-        Err(_) => Attempt::failure(format!(
+        Err(status) if status.code == Code::DeadlineExceeded => Attempt::failure(format!(
             "timeout: health rpc did not complete within {within}"
         )),
-        Ok(Err(status)) if status.code == Code::Unimplemented => Attempt::failure(format!(
+        Err(status) if status.code == Code::Unimplemented => Attempt::failure(format!(
             "error: this server does not implement the grpc health protocol \
              (grpc.health.v1.Health): {}",
             status.message
         )),
-        Ok(Err(status)) if status.code == Code::DeadlineExceeded => Attempt::failure(format!(
-            "timeout: health rpc did not complete within {within}"
-        )),
-        Ok(Err(status)) => Attempt::failure(format!(
+        Err(status) => Attempt::failure(format!(
             "error: health rpc probe failed: {}",
             status.error()
         )),
-        Ok(Ok(1)) => Attempt::new(Outcome::Success, "service healthy"),
-        Ok(Ok(other)) => Attempt::failure(format!(
+        Ok(1) => Attempt::new(Outcome::Success, "service healthy"),
+        Ok(other) => Attempt::failure(format!(
             "service unhealthy (responded with {})",
             go_quote(&serving_status_name(other))
         )),
@@ -539,6 +539,14 @@ mod tests {
         }
     }
 
+    /// The failure of a connection never ready within 300 ms.
+    fn connect_timeout(port: u16) -> Attempt {
+        Attempt::failure(format!(
+            "timeout: failed to connect service \"127.0.0.1:{port}\" within 300ms: \
+             context deadline exceeded"
+        ))
+    }
+
     #[tokio::test]
     async fn nothing_listening_is_a_connect_timeout() {
         // A port that was just free.
@@ -548,13 +556,7 @@ mod tests {
         };
         let started = std::time::Instant::now();
         let got = probe("127.0.0.1", port, "", Duration::from_millis(300)).await;
-        assert_eq!(
-            got,
-            Attempt::failure(format!(
-                "timeout: failed to connect service \"127.0.0.1:{port}\" within 300ms: \
-                 context deadline exceeded"
-            ))
-        );
+        assert_eq!(got, connect_timeout(port));
         assert!(started.elapsed() >= Duration::from_millis(300));
     }
 
@@ -569,13 +571,7 @@ mod tests {
             }
         });
         let got = probe("127.0.0.1", port, "", Duration::from_millis(300)).await;
-        assert_eq!(
-            got,
-            Attempt::failure(format!(
-                "timeout: failed to connect service \"127.0.0.1:{port}\" within 300ms: \
-                 context deadline exceeded"
-            ))
-        );
+        assert_eq!(got, connect_timeout(port));
     }
 
     #[tokio::test]

@@ -1,8 +1,9 @@
 //! One probe attempt, run as kubelet's prober runs it (pkg/kubelet/prober/prober.go and
 //! pkg/probe/{exec,tcp}): an exec probe is the command run beside the container with its
 //! environment and working directory, a tcpSocket probe a connect; an httpGet probe, a GET from
-//! the node, is `super::http`'s, a grpc probe `super::grpc`'s. Results and output texts follow upstream's, including Go's error
-//! wording, since they end up verbatim in the `Unhealthy` and `ProbeWarning` events users read.
+//! the node, is `super::http`'s, a grpc probe `super::grpc`'s. Results and output texts follow
+//! upstream's, including Go's error wording, since they end up verbatim in the `Unhealthy` and
+//! `ProbeWarning` events users read.
 //! The helpers both tcp and http need (the timeout, Go's dial and its texts) live here.
 
 use kbatch_cron::go_quote;
@@ -181,10 +182,8 @@ pub fn action(
         });
     }
     if let Some(g) = &probe.grpc {
-        let port = match u16::try_from(g.port) {
-            Ok(p) if p > 0 => p,
-            _ => return Err(format!("invalid port number: {}", g.port)),
-        };
+        // A number only: resolved as any other numeric port.
+        let port = resolve_port(&IntOrString::Int(g.port), container)?;
         return Ok(Action::Grpc {
             host: pod_ip.to_string(),
             port,
