@@ -1,5 +1,7 @@
 //! The watch hub: the history window of the last N events, in memory (mirrored on disk by the
-//! engine's log table), and a notification channel carrying the latest revision. The window
+//! engine's log table), and notification channels carrying the latest revision: one for every
+//! change, and one per resource (a key's first segment, `/pods/`) that wakes only the watchers
+//! of that resource. The window
 //! in memory is bounded by bytes too, so that big objects or a burst of writes cannot make it
 //! hold hundreds of MiB; a watch from before it gets `Expired` and re-lists.
 //!
@@ -8,8 +10,8 @@
 //! watcher never loses events: it either catches up from the window or, once the window has
 //! moved past its position, gets `Expired`.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::watch;
 
@@ -59,7 +61,19 @@ struct Signal {
 
 pub(crate) struct Hub {
     history: Arc<RwLock<History>>,
+    /// Sent on every published batch: for `reached` and the watchers of every resource.
     signal: watch::Sender<Signal>,
+    /// Sent on a published batch that changes the resource (see [`resource_of`]): a watcher
+    /// of one resource is not woken by the writes of others (events, leases, ...).
+    by_resource: Mutex<HashMap<String, watch::Sender<Signal>>>,
+}
+
+/// The resource part of a key or watch prefix, its first segment with both slashes (`/pods/`
+/// of `/pods/ns/p` and of `/pods/ns/`); `None` for a prefix that spans resources (`/`).
+fn resource_of(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix('/')?;
+    let end = rest.find('/')?;
+    key.get(..end + 2)
 }
 
 fn read(h: &RwLock<History>) -> RwLockReadGuard<'_, History> {
@@ -97,7 +111,13 @@ impl Hub {
                 h
             })),
             signal,
+            by_resource: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn by_resource(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<Signal>>> {
+        // Senders are inserted whole; a poisoned map is still a consistent one.
+        self.by_resource.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// (events held, oldest revision a watch can start from).
@@ -106,21 +126,56 @@ impl Hub {
         (h.events.len(), h.compacted)
     }
 
-    /// Append a committed batch (contiguous revisions) and wake the watchers.
-    pub(crate) fn push(&self, changes: &[WatchEvent], revision: u64) {
-        {
-            let mut h = write(&self.history);
-            h.bytes += changes.iter().map(weight).sum::<usize>();
-            h.events.extend(changes.iter().cloned());
-            h.trim();
-        }
-        // The window is updated before the signal, so a watcher that sees the new revision
-        // always finds its events.
+    /// Append a committed batch (contiguous revisions) to the window, without waking anyone
+    /// yet: the writer answers the batch's writers first, then [`Hub::publish`]es it.
+    pub(crate) fn append(&self, changes: &[WatchEvent]) {
+        let mut h = write(&self.history);
+        h.bytes += changes.iter().map(weight).sum::<usize>();
+        h.events.extend(changes.iter().cloned());
+        h.trim();
+    }
+
+    /// Wake the watchers of an appended batch: those of every resource, and those of each
+    /// resource the batch changes. The window is updated before the signal, so a watcher
+    /// that sees the new revision always finds its events.
+    pub(crate) fn publish(&self, changes: &[WatchEvent], revision: u64) {
         self.signal.send_modify(|s| s.revision = revision);
+        let mut woken: Vec<&str> = Vec::new();
+        let senders = self.by_resource();
+        for ev in changes {
+            let Some(resource) = resource_of(&ev.object.key) else {
+                continue;
+            };
+            if woken.contains(&resource) {
+                continue;
+            }
+            woken.push(resource);
+            if let Some(tx) = senders.get(resource) {
+                tx.send_modify(|s| s.revision = revision);
+            }
+        }
     }
 
     pub(crate) fn close(&self) {
         self.signal.send_modify(|s| s.closed = true);
+        for tx in self.by_resource().values() {
+            tx.send_modify(|s| s.closed = true);
+        }
+    }
+
+    /// The channel that wakes a watcher of `prefix`.
+    fn subscribe(&self, prefix: &str) -> watch::Receiver<Signal> {
+        let Some(resource) = resource_of(prefix) else {
+            return self.signal.subscribe();
+        };
+        let mut senders = self.by_resource();
+        if let Some(tx) = senders.get(resource) {
+            return tx.subscribe();
+        }
+        // Created closed if the hub is: a watcher never waits on a store that has stopped.
+        let (tx, rx) = watch::channel(*self.signal.borrow());
+        senders.insert(resource.to_owned(), tx);
+        rx
     }
 
     /// The changes under `prefix` with revisions in `(after, upto]`, oldest first; `Expired`
@@ -169,7 +224,7 @@ impl Hub {
         }
         Ok(WatchCursor {
             history: Arc::clone(&self.history),
-            signal: self.signal.subscribe(),
+            signal: self.subscribe(prefix),
             prefix: prefix.to_owned(),
             cursor: from_rv,
             buf: VecDeque::new(),
@@ -250,5 +305,152 @@ impl WatchCursor {
                 return None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EventType, Object};
+    use std::future::Future;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    fn event(key: &str, rv: u64) -> WatchEvent {
+        let value = serde_json::json!({"metadata": {"name": "x"}});
+        let object = Object::from_json(key.to_owned(), rv, value).expect("packs");
+        WatchEvent {
+            kind: EventType::Added,
+            object: Arc::new(object),
+            prev: None,
+        }
+    }
+
+    fn hub() -> Hub {
+        Hub::new(VecDeque::new(), 0, 100, 1 << 20, 0)
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl Wakes {
+        fn count(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    fn commit(hub: &Hub, changes: &[WatchEvent]) {
+        hub.append(changes);
+        let revision = changes.last().map_or(0, |e| e.object.rv);
+        hub.publish(changes, revision);
+    }
+
+    #[test]
+    fn the_resource_of_a_key_or_prefix_is_its_first_segment() {
+        assert_eq!(resource_of("/pods/ns/p"), Some("/pods/"));
+        assert_eq!(resource_of("/pods/ns/"), Some("/pods/"));
+        assert_eq!(resource_of("/jobs.batch/"), Some("/jobs.batch/"));
+        assert_eq!(resource_of("/nodes/n"), Some("/nodes/"));
+        assert_eq!(resource_of("/"), None);
+        assert_eq!(resource_of(""), None);
+        assert_eq!(resource_of("/pods"), None);
+    }
+
+    #[test]
+    fn a_watcher_is_woken_only_by_changes_of_its_resource() {
+        let hub = hub();
+        let mut pods = hub.watch("/pods/ns/", 0).expect("watch");
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let mut next = Box::pin(pods.next());
+        assert!(next.as_mut().poll(&mut cx).is_pending());
+
+        commit(
+            &hub,
+            &[event("/jobs.batch/ns/j", 1), event("/events/ns/e", 2)],
+        );
+        assert_eq!(wakes.count(), 0, "woken by other resources' changes");
+
+        // Another namespace of the same resource wakes it; it finds nothing and waits again.
+        commit(&hub, &[event("/pods/other/p", 3)]);
+        assert_eq!(wakes.count(), 1);
+        assert!(next.as_mut().poll(&mut cx).is_pending());
+
+        commit(&hub, &[event("/leases/ns/l", 4), event("/pods/ns/p", 5)]);
+        assert_eq!(wakes.count(), 2);
+        match next.as_mut().poll(&mut cx) {
+            Poll::Ready(Some(Ok(ev))) => {
+                assert_eq!((ev.object.key.as_str(), ev.object.rv), ("/pods/ns/p", 5));
+            }
+            other => panic!("expected the pod's event, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_watcher_of_every_resource_is_woken_by_every_change() {
+        let hub = hub();
+        let mut all = hub.watch("/", 0).expect("watch");
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let mut next = Box::pin(all.next());
+        assert!(next.as_mut().poll(&mut cx).is_pending());
+        commit(&hub, &[event("/leases/ns/l", 1)]);
+        assert_eq!(wakes.count(), 1);
+        assert!(matches!(
+            next.as_mut().poll(&mut cx),
+            Poll::Ready(Some(Ok(_)))
+        ));
+    }
+
+    #[test]
+    fn appended_changes_are_found_before_they_are_published() {
+        let hub = hub();
+        let mut pods = hub.watch("/pods/", 0).expect("watch");
+        hub.append(&[event("/pods/ns/p", 1)]);
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let mut next = Box::pin(pods.next());
+        assert!(matches!(
+            next.as_mut().poll(&mut cx),
+            Poll::Ready(Some(Ok(_)))
+        ));
+    }
+
+    #[test]
+    fn closing_ends_the_watches_of_every_resource() {
+        let hub = hub();
+        let mut pods = hub.watch("/pods/", 0).expect("watch");
+        let mut all = hub.watch("/", 0).expect("watch");
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let mut pods_next = Box::pin(pods.next());
+        let mut all_next = Box::pin(all.next());
+        assert!(pods_next.as_mut().poll(&mut cx).is_pending());
+        assert!(all_next.as_mut().poll(&mut cx).is_pending());
+        hub.close();
+        assert_eq!(wakes.count(), 2);
+        assert!(matches!(
+            pods_next.as_mut().poll(&mut cx),
+            Poll::Ready(None)
+        ));
+        assert!(matches!(all_next.as_mut().poll(&mut cx), Poll::Ready(None)));
+        // A watch of a resource first watched after the close ends at once too.
+        let mut jobs = hub.watch("/jobs.batch/", 0).expect("watch");
+        let mut jobs_next = Box::pin(jobs.next());
+        assert!(matches!(
+            jobs_next.as_mut().poll(&mut cx),
+            Poll::Ready(None)
+        ));
     }
 }

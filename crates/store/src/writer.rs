@@ -196,7 +196,7 @@ impl Writer {
             self.revision = revision;
             self.compacted = compacted;
             self.shared.index.apply(&changes, revision);
-            self.shared.hub.push(&changes, revision);
+            self.shared.hub.append(&changes);
             counters.commits.fetch_add(1, Ordering::Relaxed);
             counters
                 .writes
@@ -215,6 +215,12 @@ impl Writer {
         for (reply, result) in outcomes {
             // A caller that gave up waiting still had its write applied; nothing to do.
             let _ = reply.send(result);
+        }
+        // Writers are answered before watchers are woken: on the server's threads their
+        // requests then go on ahead of the batch's watch events, a write's round trip being
+        // what a controller's sync waits for.
+        if !changes.is_empty() {
+            self.shared.hub.publish(&changes, revision);
         }
         counters
             .busy_micros
