@@ -18,8 +18,9 @@ pub fn part_of(thread: &str) -> &'static str {
         "store writer"
     } else if thread.starts_with("fjall") {
         "store background"
-    } else if thread.starts_with("tokio-") {
-        // The main runtime: the API server, its garbage collector and event expiry.
+    } else if thread.starts_with("tokio-") || thread == "kbatch" {
+        // The main runtime (on the main thread when it has one thread): the API server, its
+        // garbage collector and event expiry.
         "api server"
     } else {
         "other"
@@ -104,14 +105,16 @@ mod tests {
             (2, "kbatch-executor", 1.5),
             (3, "kbatch-executor", 0.5),
             (4, "kbatch-store-writer", 0.25),
+            // The main thread, when it drives the server's one-thread runtime.
+            (5, "kbatch", 0.5),
         ]);
         let parts = by_part(&before, &after);
-        assert_eq!(parts["api server"], 2.0);
+        assert_eq!(parts["api server"], 2.5);
         assert_eq!(parts["executor"], 1.5);
         assert_eq!(parts["store writer"], 0.25);
         assert_eq!(
             per_unit(&parts, 1000),
-            "api server 2.000 ms, executor 1.500 ms, store writer 0.250 ms"
+            "api server 2.500 ms, executor 1.500 ms, store writer 0.250 ms"
         );
     }
 }

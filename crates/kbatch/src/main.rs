@@ -84,13 +84,16 @@ fn main() -> std::process::ExitCode {
         "info"
     });
     raise_open_file_limit();
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    if matches!(cli.command, Command::Up(_) | Command::Run(_)) {
-        // The server's runtime, with the controllers' and the executor's beside it.
-        builder.worker_threads(instance::server_workers(instance::cores()));
-    }
-    let runtime = match builder.build() {
+    let runtime = if matches!(cli.command, Command::Up(_) | Command::Run(_)) {
+        // The server's runtime, with the controllers' and the executor's beside it; with one
+        // thread, the main thread is the server's.
+        instance::runtime(instance::server_workers(instance::cores()), None)
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
