@@ -37,6 +37,17 @@ pub fn store_latencies(metrics: &str) -> Vec<WriteLatency> {
     })
 }
 
+/// The mean time the in-process clients (the controllers' and the node's) took for each kind of
+/// write, sending to response, from client-go's `rest_client_request_duration_seconds` by
+/// verb: a write's server time plus its trips through the two runtimes and the network.
+#[allow(dead_code)] // Used by the Job benchmark only.
+pub fn client_latencies(metrics: &str) -> Vec<WriteLatency> {
+    histogram_means(metrics, "rest_client_request_duration_seconds", |label| {
+        let verb = label("verb")?;
+        matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE").then_some(verb)
+    })
+}
+
 /// The mean of histogram `name`'s series, summed per key (`key` reads a series' labels by
 /// name; `None` leaves the series out), keys with no observation dropped.
 fn histogram_means(
@@ -191,6 +202,28 @@ apiserver_request_duration_seconds_sum{verb="POST",resource="pods",subresource="
             [
                 ("create pods".to_string(), 3.0, 1000),
                 ("update jobs".to_string(), 4.0, 500)
+            ]
+        );
+    }
+
+    #[test]
+    fn client_latencies_are_the_mean_of_each_writing_verb() {
+        let text = r#"rest_client_request_duration_seconds_sum{verb="PUT",host="127.0.0.1:1"} 0.006
+rest_client_request_duration_seconds_count{verb="PUT",host="127.0.0.1:1"} 3
+rest_client_request_duration_seconds_sum{verb="GET",host="127.0.0.1:1"} 1
+rest_client_request_duration_seconds_count{verb="GET",host="127.0.0.1:1"} 1
+rest_client_request_duration_seconds_sum{verb="POST",host="127.0.0.1:1"} 0.001
+rest_client_request_duration_seconds_count{verb="POST",host="127.0.0.1:1"} 1
+"#;
+        let got: Vec<(String, f64, u128)> = client_latencies(text)
+            .into_iter()
+            .map(|l| (l.kind, l.count, l.mean.as_micros()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("POST".to_string(), 1.0, 1000),
+                ("PUT".to_string(), 3.0, 2000)
             ]
         );
     }

@@ -270,6 +270,7 @@ struct JobsRun {
     job_syncs: Option<(f64, Duration)>,
     latencies: Vec<WriteLatency>,
     store_latencies: Vec<WriteLatency>,
+    client_latencies: Vec<WriteLatency>,
     speed: machine::Speed,
 }
 
@@ -303,6 +304,7 @@ async fn run_jobs(args: &Args) -> anyhow::Result<()> {
         }
         latency::print(&r.latencies, 100.0);
         latency::print_as("store time", &r.store_latencies, 100.0);
+        latency::print_as("client time", &r.client_latencies, 100.0);
     }
     if runs.len() > 1 {
         let mut times: Vec<f64> = runs.iter().map(|r| r.total.as_secs_f64()).collect();
@@ -381,6 +383,7 @@ async fn run_jobs_once(args: &Args) -> anyhow::Result<JobsRun> {
         job_syncs: latency::job_syncs(&metrics),
         latencies: write_latencies(&metrics),
         store_latencies: latency::store_latencies(&metrics),
+        client_latencies: latency::client_latencies(&metrics),
         speed: server.speed,
     })
 }

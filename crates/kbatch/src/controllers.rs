@@ -16,6 +16,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 
 use crate::ratelimit::{Rate, RateLimitLayer};
+use crate::rest_metrics::RestMetricsLayer;
 
 pub(crate) fn go_duration(s: &str) -> Result<Duration, String> {
     kbatch_cron::parse_go_duration(s)
@@ -119,8 +120,10 @@ async fn config_for(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config
 
 /// A client of `config` whose requests keep to `rate` (its own bucket), when given.
 fn limited_client(config: &kube::Config, rate: Option<Rate>) -> anyhow::Result<Client> {
-    let builder =
-        kube::client::ClientBuilder::try_from(config.clone()).context("building the API client")?;
+    // client-go's request metrics time a request after its wait for the rate limiter.
+    let builder = kube::client::ClientBuilder::try_from(config.clone())
+        .context("building the API client")?
+        .with_layer(&RestMetricsLayer::for_config(config));
     Ok(match rate {
         Some(rate) => builder.with_layer(&RateLimitLayer::new(rate)).build(),
         None => builder.build(),

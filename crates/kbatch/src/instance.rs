@@ -12,6 +12,7 @@ use kbatch_controllers::manager::ManagerConfig;
 use kbatch_store::{Store, StoreOptions};
 
 use crate::kubeconfig::Access;
+use crate::rest_metrics::RestMetricsLayer;
 use crate::user_agent;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -351,7 +352,11 @@ fn client_for(config: &kube::Config, component: Option<&str>) -> anyhow::Result<
     if let Some(component) = component {
         config = user_agent::with_user_agent(config, component)?;
     }
-    kube::Client::try_from(config).context("building the API client")
+    let metrics = RestMetricsLayer::for_config(&config);
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("building the API client")?
+        .with_layer(&metrics)
+        .build())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod instance;
 mod kubeconfig;
 mod metrics_server;
 mod ratelimit;
+mod rest_metrics;
 mod run;
 mod schedule;
 mod tls;

@@ -311,6 +311,11 @@ async fn non_indexed_job_runs_to_completion_with_parallelism() {
         "job_controller_job_pods_creation_total{reason=\"new\",status=\"succeeded\"} 4",
         "# TYPE job_controller_job_sync_duration_seconds histogram",
         "job_controller_job_syncs_total{completion_mode=\"NonIndexed\",result=\"success\",action=\"pods_created\"}",
+        // client-go's request metrics of the controllers' (and the node's) clients: the pods
+        // created, the status updates.
+        "rest_client_requests_total{code=\"201\",method=\"POST\",host=\"127.0.0.1:",
+        "rest_client_request_duration_seconds_count{verb=\"PUT\",host=\"127.0.0.1:",
+        "# TYPE rest_client_request_duration_seconds histogram",
     ] {
         assert!(
             metrics.body.contains(want),
