@@ -346,6 +346,12 @@ mod tests {
         }
     }
 
+    /// A waker that counts its wake-ups, and the counter.
+    fn counting_waker() -> (Arc<Wakes>, Waker) {
+        let wakes = Arc::new(Wakes::default());
+        (Arc::clone(&wakes), Waker::from(wakes))
+    }
+
     fn commit(hub: &Hub, changes: &[WatchEvent]) {
         hub.append(changes);
         let revision = changes.last().map_or(0, |e| e.object.rv);
@@ -367,8 +373,7 @@ mod tests {
     fn a_watcher_is_woken_only_by_changes_of_its_resource() {
         let hub = hub();
         let mut pods = hub.watch("/pods/ns/", 0).expect("watch");
-        let wakes = Arc::new(Wakes::default());
-        let waker = Waker::from(Arc::clone(&wakes));
+        let (wakes, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut next = Box::pin(pods.next());
         assert!(next.as_mut().poll(&mut cx).is_pending());
@@ -398,8 +403,7 @@ mod tests {
     fn a_watcher_of_every_resource_is_woken_by_every_change() {
         let hub = hub();
         let mut all = hub.watch("/", 0).expect("watch");
-        let wakes = Arc::new(Wakes::default());
-        let waker = Waker::from(Arc::clone(&wakes));
+        let (wakes, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut next = Box::pin(all.next());
         assert!(next.as_mut().poll(&mut cx).is_pending());
@@ -416,8 +420,7 @@ mod tests {
         let hub = hub();
         let mut pods = hub.watch("/pods/", 0).expect("watch");
         hub.append(&[event("/pods/ns/p", 1)]);
-        let wakes = Arc::new(Wakes::default());
-        let waker = Waker::from(Arc::clone(&wakes));
+        let (_, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut next = Box::pin(pods.next());
         assert!(matches!(
@@ -431,8 +434,7 @@ mod tests {
         let hub = hub();
         let mut pods = hub.watch("/pods/", 0).expect("watch");
         let mut all = hub.watch("/", 0).expect("watch");
-        let wakes = Arc::new(Wakes::default());
-        let waker = Waker::from(Arc::clone(&wakes));
+        let (wakes, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut pods_next = Box::pin(pods.next());
         let mut all_next = Box::pin(all.next());
