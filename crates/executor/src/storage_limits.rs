@@ -67,11 +67,25 @@ pub struct Usage {
     pub pod: u64,
 }
 
-/// Why a pod is evicted: the message of its status and of the `Evicted` event.
+/// Why a pod is evicted: the message of its status and of the `Evicted` event, and the
+/// eviction signal kubelet counts it under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Eviction {
     pub message: String,
+    pub signal: &'static str,
 }
+
+/// kubelet's eviction signals for the three local storage limits.
+pub const SIGNAL_EMPTY_DIR_LIMIT: &str = "emptydirfs.limit";
+pub const SIGNAL_POD_LIMIT: &str = "ephemeralpodfs.limit";
+pub const SIGNAL_CONTAINER_LIMIT: &str = "ephemeralcontainerfs.limit";
+
+/// kubelet's count of the pods it evicted, by eviction signal.
+pub const KUBELET_EVICTIONS: kbatch_metrics::CounterVec = kbatch_metrics::CounterVec {
+    name: "kubelet_evictions",
+    help: "[ALPHA] Cumulative number of pod evictions by eviction signal",
+    labels: &["eviction_signal"],
+};
 
 fn container_limit(c: &Container) -> Option<Limit> {
     c.resources
@@ -168,6 +182,7 @@ pub fn exceeded(pod: &Pod, usage: &Usage) -> Option<Eviction> {
                     "Usage of EmptyDir volume \"{name}\" exceeds the limit \"{}\". ",
                     limit.text()
                 ),
+                signal: SIGNAL_EMPTY_DIR_LIMIT,
             });
         }
     }
@@ -179,6 +194,7 @@ pub fn exceeded(pod: &Pod, usage: &Usage) -> Option<Eviction> {
                 "Pod ephemeral local storage usage exceeds the total limit of containers {}. ",
                 limit.text()
             ),
+            signal: SIGNAL_POD_LIMIT,
         });
     }
     for c in &spec.containers {
@@ -192,6 +208,7 @@ pub fn exceeded(pod: &Pod, usage: &Usage) -> Option<Eviction> {
                     c.name,
                     limit.text()
                 ),
+                signal: SIGNAL_CONTAINER_LIMIT,
             });
         }
     }
@@ -468,6 +485,35 @@ mod tests {
         }));
         let u = usage(&[("v", 2 << 20)], &[("a", 2 << 20)], 4 << 20);
         assert!(message(&p, &u).is_some_and(|m| m.starts_with("Usage of EmptyDir volume")));
+    }
+
+    /// Each check counts its evictions under kubelet's signal for it.
+    #[test]
+    fn each_limit_has_its_eviction_signal() {
+        let signal = |p: &Pod, u: &Usage| exceeded(p, u).map(|e| e.signal);
+        let empty_dir = pod(json!({
+            "containers": [container("a", None)],
+            "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Mi"}}],
+        }));
+        assert_eq!(
+            signal(&empty_dir, &usage(&[("v", 2 << 20)], &[], 2 << 20)),
+            Some("emptydirfs.limit")
+        );
+        let two =
+            pod(json!({"containers": [container("a", Some("1Mi")), container("b", Some("3Mi"))]}));
+        // Past the pod's total (4Mi) with each container within its own.
+        assert_eq!(
+            signal(
+                &two,
+                &usage(&[], &[("a", 1 << 20), ("b", 3 << 20)], 5 << 20)
+            ),
+            Some("ephemeralpodfs.limit")
+        );
+        assert_eq!(
+            signal(&two, &usage(&[], &[("a", 2 << 20)], 2 << 20)),
+            Some("ephemeralcontainerfs.limit")
+        );
+        assert_eq!(signal(&two, &usage(&[], &[("a", 1 << 20)], 1 << 20)), None);
     }
 
     #[test]

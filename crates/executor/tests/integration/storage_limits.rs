@@ -75,6 +75,14 @@ async fn pods_that_outgrow_their_storage_limits_are_evicted() {
             "{name}: {events:?}"
         );
     }
+    // kubelet's count of its evictions, by signal (the node runs in this process).
+    for signal in ["emptydirfs.limit", "ephemeralcontainerfs.limit"] {
+        assert_eq!(
+            kbatch_metrics::registry().counter_value("kubelet_evictions", &[signal]),
+            1.0,
+            "{signal}"
+        );
+    }
     eventually(
         Duration::from_secs(5),
         "the evicted pods' processes end",
