@@ -273,12 +273,18 @@ fn health(path: &str, ready: bool, store: Result<(), String>) -> (StatusCode, St
     }
 }
 
+/// Serves one request inside its `request` span (entered only while the request's future runs,
+/// never across its awaits, so other tasks' logs are not attributed to it).
 async fn dispatch(st: &ServerState, req: Request) -> Response {
+    use tracing::Instrument;
+    let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
+    dispatch_in_span(st, req).instrument(span).await
+}
+
+async fn dispatch_in_span(st: &ServerState, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
-    let span = tracing::debug_span!("request", %method, %path);
-    let _guard = span.enter();
     let started = std::time::Instant::now();
     // The non-resource endpoints upstream counts in its request metrics.
     let counted = |endpoint, resp: Response| {
