@@ -850,7 +850,7 @@ impl Worker {
             return;
         }
         tracing::info!(pod = %self.name, message = %eviction.message, "evicting pod");
-        kbatch_metrics::registry().add(&storage_limits::KUBELET_EVICTIONS, &[eviction.signal], 1.0);
+        storage_limits::KUBELET_EVICTIONS.inc(&[eviction.signal]);
         self.events().evicted(&self.pod_ref(), &eviction.message);
         self.eviction = Some(eviction.message);
         self.stop(StopReason::Evicted, storage_limits::EVICTION_GRACE);

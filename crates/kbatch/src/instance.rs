@@ -324,14 +324,14 @@ where
     // thread drives the runtime until the task ends, then drops it. The outcome, or a panic
     // to pass on, comes back to the caller's runtime.
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let name = name.to_string();
     std::thread::Builder::new()
-        .name(name.to_string())
+        .name(name.clone())
         .spawn(move || {
             let task = rt.spawn(future);
             let _ = tx.send(rt.block_on(task));
         })
         .with_context(|| format!("starting the {name} thread"))?;
-    let name = name.to_string();
     Ok(tokio::spawn(async move {
         match rx.await {
             Ok(Ok(out)) => out,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
-use kbatch_controllers::runtime::metrics::{CounterVec, HistogramVec, registry};
+use kbatch_controllers::runtime::metrics::{CounterVec, HistogramVec};
 use tower::{Layer, Service};
 
 pub const REQUEST_DURATION_SECONDS: HistogramVec = HistogramVec {
@@ -109,18 +109,11 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let out = ready!(self.inner.as_mut().poll(cx));
-        let code = match &out {
-            Ok(resp) => resp.status().as_u16().to_string(),
-            Err(_) => ERROR_CODE.to_string(),
-        };
+        let status = out.as_ref().ok().map(http::Response::status);
+        let code = status.as_ref().map_or(ERROR_CODE, http::StatusCode::as_str);
         let (method, host) = (self.method.as_str(), &*self.host);
-        let r = registry();
-        r.observe(
-            &REQUEST_DURATION_SECONDS,
-            &[method, host],
-            self.started.elapsed().as_secs_f64(),
-        );
-        r.add(&REQUESTS_TOTAL, &[&code, method, host], 1.0);
+        REQUEST_DURATION_SECONDS.observe(&[method, host], self.started.elapsed().as_secs_f64());
+        REQUESTS_TOTAL.inc(&[code, method, host]);
         Poll::Ready(out)
     }
 }
@@ -128,6 +121,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kbatch_controllers::runtime::metrics::registry;
     use tower::ServiceExt;
 
     /// The `_count` of the duration histogram's series for `verb` and `host`.
