@@ -10,7 +10,9 @@
 //! target/release/kbatch-bench-jobs --jobs 1000` (target: 1,000 Jobs in <= 5 s on 2 cores;
 //! `--jobs 10000` for the executor's target of <= 20 s and peak RSS <= 300 MiB).
 //!
-//! `--repeat N` runs N times, each on a fresh server, and prints the median.
+//! `--repeat N` runs N times, each on a fresh server, and prints the median. Each run prints
+//! the Job controller's syncs and how busy its workers were over the run: near 100%, their
+//! syncs one after another set the pace.
 //!
 //! `--pods 1000 --parallelism 50 --executor process` runs one Job of 1,000 `/bin/true` pods
 //! 50 at a time instead, then spawns `/bin/true` 1,000 times 50-wide from a shell (`xargs -P`)
@@ -297,9 +299,11 @@ async fn run_jobs(args: &Args) -> anyhow::Result<()> {
         );
         print_server_use(r.total, r.cpu, r.peak, &r.parts, ("Job", n));
         if let Some((count, mean)) = r.job_syncs {
+            let workers = job_sync_workers(&args.up_args);
             println!(
-                "job syncs       {count:.0}, {:.2} ms mean",
-                mean.as_secs_f64() * 1e3
+                "job syncs       {count:.0}, {:.2} ms mean; {workers} workers busy {:.0}% of the run",
+                mean.as_secs_f64() * 1e3,
+                100.0 * busy_share(count, mean, workers, r.total)
             );
         }
         latency::print(&r.latencies, 100.0);
@@ -407,6 +411,36 @@ fn print_server_use(
         format!("CPU per {unit}"),
         threads::per_unit(parts, units)
     );
+}
+
+/// The Job controller's workers in the `kbatch up` the benchmark starts: its
+/// `--concurrent-job-syncs` among `up_args`, else upstream's default of 5.
+fn job_sync_workers(up_args: &[String]) -> usize {
+    const FLAG: &str = "--concurrent-job-syncs";
+    let mut workers = 5;
+    let mut args = up_args.iter();
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix(FLAG) {
+            Some("") => args.next().map(String::as_str),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        };
+        if let Some(n) = value.and_then(|v| v.parse().ok()) {
+            workers = n;
+        }
+    }
+    workers
+}
+
+/// The share of `workers` workers' time over a run of `total` that `count` syncs of `mean`
+/// each took: near 1, the syncs one after another set the run's pace.
+fn busy_share(count: f64, mean: Duration, workers: usize, total: Duration) -> f64 {
+    let capacity = workers as f64 * total.as_secs_f64();
+    if capacity > 0.0 {
+        count * mean.as_secs_f64() / capacity
+    } else {
+        0.0
+    }
 }
 
 /// The median of `v`, which it sorts.
@@ -556,7 +590,35 @@ async fn run_pods_once(args: &Args, pods: usize) -> anyhow::Result<PodsRun> {
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use std::time::Duration;
+
+    use super::{busy_share, job_sync_workers, median};
+
+    #[test]
+    fn the_job_sync_workers_come_from_the_last_flag_given_or_upstreams_default() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(job_sync_workers(&[]), 5);
+        assert_eq!(job_sync_workers(&args(&["--job-sync-batch-period=0s"])), 5);
+        assert_eq!(job_sync_workers(&args(&["--concurrent-job-syncs=10"])), 10);
+        assert_eq!(job_sync_workers(&args(&["--concurrent-job-syncs", "8"])), 8);
+        assert_eq!(
+            job_sync_workers(&args(&[
+                "--concurrent-job-syncs=2",
+                "--concurrent-job-syncs=3"
+            ])),
+            3
+        );
+        assert_eq!(job_sync_workers(&args(&["--concurrent-job-syncsx=9"])), 5);
+    }
+
+    #[test]
+    fn busy_share_is_the_syncs_time_over_the_workers_time() {
+        let ms = Duration::from_millis;
+        // 20,000 syncs of 5 ms on 5 workers in 20 s: busy throughout.
+        assert!((busy_share(20_000.0, ms(5), 5, ms(20_000)) - 1.0).abs() < 1e-9);
+        assert!((busy_share(20_000.0, ms(5), 10, ms(20_000)) - 0.5).abs() < 1e-9);
+        assert_eq!(busy_share(3.0, ms(5), 5, Duration::ZERO), 0.0);
+    }
 
     #[test]
     fn the_median_is_the_middle_run_or_the_mean_of_the_two() {
